@@ -1,0 +1,1 @@
+"""The shell: the only server code that touches asyncio, sockets, clocks and files."""

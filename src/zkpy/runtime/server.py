@@ -1,0 +1,198 @@
+"""The asyncio shell around ServerCore: client listener, flushing, timers, shutdown.
+
+One event loop per process. Each loop turn's input is processed by the core; a single
+flush per turn then persists new txns (the durability seam: today nothing is written,
+the next issue adds the log and its fsync worker here), applies them, and writes every
+connection's output with one ``write`` per connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from typing import Any
+
+from zkpy.admin.fourletter import answer as answer_four_letter_word
+from zkpy.config import ServerConfig
+from zkpy.server.connection import Connection
+from zkpy.server.core import ServerCore
+
+log = logging.getLogger("zkpy.server")
+
+MAX_OUTSTANDING_PER_CONNECTION = 1000  # stop reading a connection past this many queued requests
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ClientProtocol(asyncio.Protocol):
+    """One client socket; everything it receives goes straight to the core."""
+
+    def __init__(self, server: ZkServer) -> None:
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.conn: Connection | None = None
+        self.writing_paused = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername") or ("?", 0)
+        ip, port = peer[0], peer[1]
+        srv = self.server
+        limit = srv.config.max_client_cnxns
+        if limit > 0 and srv.per_ip.get(ip, 0) >= limit:
+            log.warning("Too many connections from %s - max is %d", ip, limit)
+            transport.abort()
+            return
+        srv.per_ip[ip] = srv.per_ip.get(ip, 0) + 1
+        srv.core.set_time(_now_ms(), _wall_ms())
+        self.conn = srv.core.open(next(srv.conn_ids), ip, port)
+        srv.protocols[self.conn.conn_id] = self
+
+    def data_received(self, data: bytes) -> None:
+        conn = self.conn
+        if conn is None:
+            return
+        srv = self.server
+        srv.core.set_time(_now_ms(), _wall_ms())
+        word = srv.core.receive(conn, data)
+        if word is not None:
+            assert self.transport is not None
+            self.transport.write(answer_four_letter_word(word, srv).encode("utf-8"))
+            self.transport.close()
+            return
+        srv.schedule_flush()
+        if conn.outstanding > MAX_OUTSTANDING_PER_CONNECTION and self.transport is not None:
+            self.transport.pause_reading()
+            conn.paused = True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        conn = self.conn
+        if conn is None:
+            return
+        srv = self.server
+        count = srv.per_ip.get(conn.ip, 1) - 1
+        if count:
+            srv.per_ip[conn.ip] = count
+        else:
+            srv.per_ip.pop(conn.ip, None)
+        srv.protocols.pop(conn.conn_id, None)
+        srv.core.disconnected(conn)
+        srv.schedule_flush()
+        self.conn = None
+
+    def pause_writing(self) -> None:
+        # the client is not reading: stop reading its requests until its output drains
+        self.writing_paused = True
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        if self.transport is not None and self.conn is not None and not self.conn.paused:
+            self.transport.resume_reading()
+
+    def flush(self) -> None:
+        conn, transport = self.conn, self.transport
+        if conn is None or transport is None:
+            return
+        if conn.out:
+            transport.write(b"".join(conn.out))
+            conn.out.clear()
+        if conn.closing:
+            if conn.close_reason not in (None, "closeSession", "client went away"):
+                log.info("closing connection %s:%d: %s", conn.ip, conn.port, conn.close_reason)
+            transport.close()
+        elif conn.paused and conn.outstanding <= MAX_OUTSTANDING_PER_CONNECTION // 2:
+            conn.paused = False
+            if not self.writing_paused:
+                transport.resume_reading()
+
+
+class ZkServer:
+    """A standalone zkpy server bound to its client port."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.core = ServerCore(config, _now_ms(), _wall_ms(), log=log.info)
+        self.protocols: dict[int, ClientProtocol] = {}
+        self.per_ip: dict[str, int] = {}
+        self.conn_ids = itertools.count(1)
+        self._flush_scheduled = False
+        self._server: asyncio.base_events.Server | None = None
+        self._ticker: asyncio.TimerHandle | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self._server = await self.loop.create_server(
+            lambda: ClientProtocol(self), self.config.client_port_address, self.config.client_port,
+            reuse_address=True, backlog=1024)
+        log.info("binding to port %s:%d", self.config.client_port_address, self.port)
+        self._schedule_tick()
+
+    def _tick_interval(self) -> float:
+        return max(10, min(100, self.config.tick_ms // 4)) / 1000
+
+    def _schedule_tick(self) -> None:
+        assert self.loop is not None
+        self._ticker = self.loop.call_later(self._tick_interval(), self._tick)
+
+    def _tick(self) -> None:
+        self.core.set_time(_now_ms(), _wall_ms())
+        self.core.tick()
+        self.flush()
+        self._schedule_tick()
+
+    def schedule_flush(self) -> None:
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            assert self.loop is not None
+            self.loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        """Persist (seam for the txn log), apply, then write every connection's output."""
+        self._flush_scheduled = False
+        core = self.core
+        while core.proposals:
+            core.apply_persisted(len(core.proposals))
+        for conn in core.take_dirty():
+            proto = self.protocols.get(conn.conn_id)
+            if proto is not None:
+                proto.flush()
+
+    async def close(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+        if self._server is not None:
+            self._server.close()
+            for proto in list(self.protocols.values()):
+                if proto.transport is not None:
+                    proto.transport.close()
+            await self._server.wait_closed()
+        log.info("server shut down")
+
+    def stats(self) -> dict[str, Any]:
+        return {"connections": len(self.protocols)}
+
+
+async def serve(config: ServerConfig, stop: asyncio.Event) -> None:
+    """Run a server until ``stop`` is set."""
+    server = ZkServer(config)
+    await server.start()
+    try:
+        await stop.wait()
+    finally:
+        await server.close()

@@ -1,0 +1,1 @@
+"""The request pipeline as a pure core: connections, prep, commit gate, final, sessions."""

@@ -1,0 +1,86 @@
+"""One client connection as the server sees it: framing, handshake state, identities, output.
+
+Sans-I/O: bytes are fed in, replies accumulate in ``out`` for the shell to write. The
+states are AWAIT_CONNECT -> (AWAIT_SESSION ->) ESTABLISHED -> CLOSING; a four-letter
+word is recognised only as the very first four bytes, as ZooKeeper does.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from zkpy.wire.consts import FOUR_LETTER_WORDS
+from zkpy.wire.framing import FrameDecoder
+from zkpy.wire.proto import Id
+
+_FOUR_LETTER_BYTES = {w.encode("ascii"): w for w in FOUR_LETTER_WORDS}
+
+
+class ConnState(Enum):
+    AWAIT_CONNECT = "await-connect"
+    AWAIT_SESSION = "await-session"  # createSession txn in flight
+    ESTABLISHED = "established"
+    CLOSING = "closing"
+
+
+class Connection:
+    """Per-connection protocol state and counters (the ``cons`` four-letter word reads them)."""
+
+    __slots__ = ("conn_id", "ip", "port", "decoder", "state", "session_id", "timeout_ms", "auth",
+                 "out", "old_client", "close_reason", "received", "sent", "outstanding", "established_ms",
+                 "last_cxid", "last_zxid", "last_op", "last_response_ms", "last_latency", "min_latency",
+                 "max_latency", "total_latency", "latency_count", "paused")
+
+    def __init__(self, conn_id: int, ip: str, port: int, max_buffer: int) -> None:
+        self.conn_id = conn_id
+        self.ip = ip
+        self.port = port
+        self.decoder = FrameDecoder(max_buffer)
+        self.state = ConnState.AWAIT_CONNECT
+        self.session_id = 0
+        self.timeout_ms = 0
+        self.auth: list[Id] = [Id("ip", ip)]
+        self.out: list[bytes] = []
+        self.old_client = True
+        self.close_reason: str | None = None
+        self.received = 0
+        self.sent = 0
+        self.outstanding = 0
+        self.established_ms = 0
+        self.last_cxid = -1
+        self.last_zxid = -1
+        self.last_op = "NA"
+        self.last_response_ms = 0
+        self.last_latency = 0
+        self.min_latency = -1
+        self.max_latency = 0
+        self.total_latency = 0
+        self.latency_count = 0
+        self.paused = False
+
+    def four_letter_word(self) -> str | None:
+        """The four-letter word this connection opened with, if it is one."""
+        if self.state is not ConnState.AWAIT_CONNECT or self.received or self.decoder.buffered < 4:
+            return None
+        head = self.decoder.peek(4)
+        return _FOUR_LETTER_BYTES.get(head)
+
+    def close(self, reason: str) -> None:
+        if self.state is not ConnState.CLOSING:
+            self.state = ConnState.CLOSING
+            self.close_reason = reason
+
+    @property
+    def closing(self) -> bool:
+        return self.state is ConnState.CLOSING
+
+    def add_auth(self, ident: Id) -> None:
+        if ident not in self.auth:
+            self.auth.append(ident)
+
+    def record_latency(self, ms: int) -> None:
+        self.last_latency = ms
+        self.min_latency = ms if self.min_latency < 0 else min(self.min_latency, ms)
+        self.max_latency = max(self.max_latency, ms)
+        self.total_latency += ms
+        self.latency_count += 1

@@ -1,0 +1,740 @@
+"""The standalone server core: connections in, replies and txns out (pure).
+
+Flow of a request (ZooKeeper's processor chain, without threads):
+    receive -> decode -> writes: prep -> proposal (txn with zxid) ----------------.
+                      -> reads:  queued behind the session's writes, or run now    |
+    shell persists proposals, then calls ``apply_persisted`` -> tree.apply -> watch events
+    (written first) -> reply to the writer -> the session's queued reads run.
+
+Guarantees kept here: per-session FIFO (a session's replies leave in request order, and a
+read queued behind the same session's write sees it); a watch event is appended to its
+connection's output before any reply that shows the state after the change; nothing
+acknowledges a txn before the shell says it is persisted.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from zkpy.config import ServerConfig
+from zkpy.errors import (
+    BadArgumentsError,
+    Code,
+    MarshallingError,
+    NoNodeError,
+    NoWatcherError,
+    ProtocolError,
+    ZookeeperError,
+)
+from zkpy.server.connection import Connection, ConnState
+from zkpy.server.prep import WRITE_OPS, Prep
+from zkpy.server.sessions import SessionTracker, session_password
+from zkpy.tree.acl import check_acl, digest_id, has_permission
+from zkpy.tree.datatree import DataTree, TxnResult, ephemeral_kind, ttl_of
+from zkpy.tree.watches import PERSISTENT, RECURSIVE
+from zkpy.wire.consts import AddWatchMode, EventType, KeeperState, OpCode, Perms, WatcherType, Xid
+from zkpy.wire.jute import INT
+from zkpy.wire.multi import OpResult, read_multi_request, write_multi_response
+from zkpy.wire.proto import (
+    ACL,
+    AddWatchRequest,
+    AuthPacket,
+    CheckWatchesRequest,
+    ClientInfo,
+    ConnectRequest,
+    ConnectResponse,
+    Create2Response,
+    CreateRequest,
+    CreateResponse,
+    CreateTTLRequest,
+    DeleteRequest,
+    ErrorResponse,
+    ExistsRequest,
+    GetACLRequest,
+    GetACLResponse,
+    GetAllChildrenNumberRequest,
+    GetAllChildrenNumberResponse,
+    GetChildren2Request,
+    GetChildren2Response,
+    GetChildrenRequest,
+    GetChildrenResponse,
+    GetDataRequest,
+    GetDataResponse,
+    GetEphemeralsRequest,
+    GetEphemeralsResponse,
+    Id,
+    ReconfigRequest,
+    RemoveWatchesRequest,
+    ReplyHeader,
+    RequestHeader,
+    SetACLRequest,
+    SetACLResponse,
+    SetDataRequest,
+    SetDataResponse,
+    SetWatches,
+    SetWatches2,
+    Stat,
+    SyncRequest,
+    SyncResponse,
+    WatcherEvent,
+    WhoAmIResponse,
+)
+from zkpy.wire.txn import ErrorTxn, TxnHeader
+
+Log = Callable[[str], None]
+
+REQUEST_RECORDS: dict[int, Any] = {
+    OpCode.CREATE: CreateRequest,
+    OpCode.CREATE2: CreateRequest,
+    OpCode.CREATE_CONTAINER: CreateRequest,
+    OpCode.CREATE_TTL: CreateTTLRequest,
+    OpCode.DELETE: DeleteRequest,
+    OpCode.SET_DATA: SetDataRequest,
+    OpCode.SET_ACL: SetACLRequest,
+    OpCode.RECONFIG: ReconfigRequest,
+    OpCode.EXISTS: ExistsRequest,
+    OpCode.GET_DATA: GetDataRequest,
+    OpCode.GET_ACL: GetACLRequest,
+    OpCode.GET_CHILDREN: GetChildrenRequest,
+    OpCode.GET_CHILDREN2: GetChildren2Request,
+    OpCode.GET_ALL_CHILDREN_NUMBER: GetAllChildrenNumberRequest,
+    OpCode.GET_EPHEMERALS: GetEphemeralsRequest,
+    OpCode.SYNC: SyncRequest,
+    OpCode.SET_WATCHES: SetWatches,
+    OpCode.SET_WATCHES2: SetWatches2,
+    OpCode.ADD_WATCH: AddWatchRequest,
+    OpCode.CHECK_WATCHES: CheckWatchesRequest,
+    OpCode.REMOVE_WATCHES: RemoveWatchesRequest,
+}
+
+# Request.isValid of 3.8: what a client may send. Anything else is Unimplemented and closes.
+VALID_OPS = frozenset({
+    OpCode.CLOSE_SESSION, OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_TTL, OpCode.CREATE_CONTAINER,
+    OpCode.CREATE_SESSION, OpCode.DELETE, OpCode.DELETE_CONTAINER, OpCode.EXISTS, OpCode.GET_ACL,
+    OpCode.GET_CHILDREN, OpCode.GET_ALL_CHILDREN_NUMBER, OpCode.GET_CHILDREN2, OpCode.GET_DATA,
+    OpCode.GET_EPHEMERALS, OpCode.MULTI, OpCode.MULTI_READ, OpCode.PING, OpCode.RECONFIG, OpCode.SET_ACL,
+    OpCode.SET_DATA, OpCode.SET_WATCHES, OpCode.SET_WATCHES2, OpCode.SYNC, OpCode.CHECK_WATCHES,
+    OpCode.REMOVE_WATCHES, OpCode.ADD_WATCH, OpCode.WHO_AM_I,
+})
+
+OP_NAMES = {
+    OpCode.PING: "PING", OpCode.CREATE_SESSION: "SESS", OpCode.MULTI: "MULT", OpCode.MULTI_READ: "MLTR",
+    OpCode.CREATE: "CREA", OpCode.CREATE2: "CREA", OpCode.CREATE_TTL: "CREA", OpCode.CREATE_CONTAINER: "CREA",
+    OpCode.DELETE: "DELE", OpCode.DELETE_CONTAINER: "DELE", OpCode.SET_DATA: "SETD", OpCode.RECONFIG: "RECO",
+    OpCode.SET_ACL: "SETA", OpCode.CLOSE_SESSION: "CLOS", OpCode.SYNC: "SYNC", OpCode.CHECK: "CHEC",
+    OpCode.EXISTS: "EXIS", OpCode.GET_DATA: "GETD", OpCode.SET_WATCHES: "SETW", OpCode.SET_WATCHES2: "STW2",
+    OpCode.ADD_WATCH: "ADDW", OpCode.GET_ACL: "GETA", OpCode.GET_CHILDREN: "GETC", OpCode.GET_CHILDREN2: "GETC",
+    OpCode.GET_ALL_CHILDREN_NUMBER: "GETACN", OpCode.CHECK_WATCHES: "CHKW", OpCode.REMOVE_WATCHES: "REMW",
+    OpCode.WHO_AM_I: "HOMI", OpCode.GET_EPHEMERALS: "GETE",
+}
+
+_NOTIFY_HEADER = ReplyHeader(Xid.NOTIFICATION, -1, 0).to_bytes()
+_SUPER = Id("super", "")
+
+
+@dataclass(slots=True)
+class Proposal:
+    """A txn waiting to be persisted and applied, and whom to answer once it is."""
+
+    hdr: TxnHeader
+    txn: Any
+    conn: Connection | None
+    xid: int
+    op: int
+    error: ZookeeperError | None
+    received_ms: int
+
+
+@dataclass(slots=True)
+class QueuedRead:
+    conn: Connection
+    xid: int
+    op: int
+    body: bytes
+    received_ms: int
+
+
+class ServerCore:
+    """A standalone ZooKeeper server with no I/O: feed it bytes and time, drain its outputs."""
+
+    def __init__(self, config: ServerConfig, now_ms: int, wall_ms: int, log: Log = lambda _m: None) -> None:
+        self.config = config
+        self.log = log
+        self.now_ms = now_ms
+        self.wall_ms = wall_ms
+        self.started_ms = now_ms
+        self.tree = DataTree()
+        self.prep = Prep(self.tree, config)
+        self.sessions = SessionTracker(config.tick_ms, config.server_id or 1, wall_ms)
+        self.connections: dict[int, Connection] = {}
+        self.session_conn: dict[int, Connection] = {}
+        self.queues: dict[int, deque[Proposal | QueuedRead]] = {}
+        self.proposals: list[Proposal] = []
+        self.next_zxid = 1
+        self.dirty: set[Connection] = set()
+        self.last_container_check = now_ms
+        self.stats = ServerStats()
+
+    # ---- time ----
+
+    def set_time(self, now_ms: int, wall_ms: int) -> None:
+        """Monotonic milliseconds for timeouts, wall milliseconds for txn times."""
+        self.now_ms = now_ms
+        self.wall_ms = wall_ms
+
+    # ---- connections ----
+
+    def open(self, conn_id: int, ip: str, port: int) -> Connection:
+        conn = Connection(conn_id, ip, port, self.config.max_buffer)
+        self.connections[conn_id] = conn
+        return conn
+
+    def receive(self, conn: Connection, data: bytes) -> str | None:
+        """Bytes arrived on ``conn``: process every complete frame, or return the four-letter
+        word the connection opened with (the shell answers it and closes)."""
+        if conn.closing:
+            return None
+        conn.decoder.feed(data)
+        word = conn.four_letter_word()
+        if word is not None:
+            return word
+        self._process_frames(conn)
+        return None
+
+    def _process_frames(self, conn: Connection) -> None:
+        try:
+            while not conn.closing and conn.state is not ConnState.AWAIT_SESSION:
+                frames = conn.decoder.frames(-1 if conn.state is ConnState.ESTABLISHED else 1)
+                if not frames:
+                    return
+                for frame in frames:
+                    if conn.closing:
+                        return
+                    conn.received += 1
+                    self.stats.packets_received += 1
+                    if conn.state is ConnState.AWAIT_CONNECT:
+                        self._connect(conn, frame)
+                    else:
+                        self._packet(conn, frame)
+        except ProtocolError as exc:
+            self.log(f"closing connection from {conn.ip}:{conn.port}: {exc}")
+            self._close(conn, str(exc))
+
+    def disconnected(self, conn: Connection) -> None:
+        """The client's socket is gone: drop the connection's watches; the session lives on."""
+        self.connections.pop(conn.conn_id, None)
+        conn.close("client went away")
+        if conn.session_id and self.session_conn.get(conn.session_id) is conn:
+            del self.session_conn[conn.session_id]
+        self.tree.drop_watcher(conn.conn_id)
+        self.dirty.discard(conn)
+
+    def _close(self, conn: Connection, reason: str) -> None:
+        conn.close(reason)
+        self.dirty.add(conn)
+
+    def _send(self, conn: Connection, payload: bytes) -> None:
+        if conn.closing and conn.close_reason != "closeSession":
+            return
+        conn.out.append(INT.pack(len(payload)) + payload)
+        conn.sent += 1
+        self.stats.packets_sent += 1
+        self.dirty.add(conn)
+
+    # ---- handshake ----
+
+    def _connect(self, conn: Connection, frame: bytes) -> None:
+        req, pos = ConnectRequest.read(frame, 0)
+        if pos < len(frame):
+            conn.old_client = False  # the readOnly byte is there; we are never read-only
+        if req.lastZxidSeen > self.tree.last_processed_zxid:
+            self.log(f"refusing session request for client {conn.ip}:{conn.port} as it has seen zxid "
+                     f"0x{req.lastZxidSeen:x} our last zxid is 0x{self.tree.last_processed_zxid:x}")
+            self._close(conn, "client zxid ahead")
+            return
+        timeout = min(max(req.timeOut, self.config.min_session_timeout), self.config.max_session_timeout)
+        conn.timeout_ms = timeout
+        if req.sessionId == 0:
+            sid = self.sessions.new_session_id()
+            self.sessions.add(sid, timeout, self.now_ms)
+            conn.session_id = sid
+            conn.state = ConnState.AWAIT_SESSION
+            self._propose(OpCode.CREATE_SESSION, timeout, conn, 0, sid, None)
+            return
+        sid = req.sessionId
+        if not self.sessions.is_live(sid) or req.passwd != session_password(sid):
+            self.log(f"invalid session 0x{sid & 0xFFFFFFFFFFFFFFFF:x} for client {conn.ip}:{conn.port}, probably expired")
+            self._connect_response(conn, valid=False)
+            self._close(conn, "invalid session")
+            return
+        previous = self.session_conn.get(sid)
+        if previous is not None and previous is not conn:
+            self._close(previous, "client reconnected elsewhere")
+        self.sessions.touch(sid, self.now_ms, timeout)
+        conn.session_id = sid
+        self._established(conn)
+
+    def _established(self, conn: Connection) -> None:
+        conn.state = ConnState.ESTABLISHED
+        conn.established_ms = self.wall_ms
+        self.session_conn[conn.session_id] = conn
+        self._connect_response(conn, valid=True)
+
+    def _connect_response(self, conn: Connection, valid: bool) -> None:
+        sid = conn.session_id if valid else 0
+        rsp = ConnectResponse(0, conn.timeout_ms if valid else 0, sid, session_password(sid) if valid else bytes(16))
+        payload = rsp.to_bytes() + (b"" if conn.old_client else b"\x00")
+        conn.out.append(INT.pack(len(payload)) + payload)
+        self.dirty.add(conn)
+
+    # ---- packets ----
+
+    def _packet(self, conn: Connection, frame: bytes) -> None:
+        hdr, pos = RequestHeader.read(frame, 0)
+        body = frame[pos:]
+        sid = conn.session_id
+        self.sessions.touch(sid, self.now_ms)
+        op = hdr.type
+        if op == OpCode.AUTH:
+            self._auth(conn, hdr.xid, body)
+            return
+        if op not in VALID_OPS:
+            self.log(f"received packet at server of unknown type {op} from {conn.ip}:{conn.port}")
+            self._send(conn, ReplyHeader(hdr.xid, -1, Code.UNIMPLEMENTED).to_bytes())
+            self._close(conn, f"unknown type {op}")
+            return
+        conn.last_cxid = hdr.xid
+        if op in WRITE_OPS:
+            self._submit_write(conn, hdr.xid, op, body)
+            return
+        read = QueuedRead(conn, hdr.xid, op, body, self.now_ms)
+        queue = self.queues.get(sid)
+        if queue:
+            queue.append(read)
+            conn.outstanding += 1
+        else:
+            self._run_read(read)
+
+    def _auth(self, conn: Connection, xid: int, body: bytes) -> None:
+        packet = AuthPacket.from_bytes(body)
+        scheme = packet.scheme
+        if scheme == "digest" and packet.auth is not None:
+            digest = digest_id(packet.auth.decode("utf-8", "replace"))
+            if self.config.super_digest and digest == self.config.super_digest:
+                conn.add_auth(_SUPER)
+            conn.add_auth(Id("digest", digest))
+        elif scheme == "ip":
+            conn.add_auth(Id("ip", conn.ip))
+        else:
+            self.log(f"authentication failed for scheme {scheme!r} from {conn.ip}:{conn.port}")
+            self._send(conn, ReplyHeader(xid, 0, Code.AUTHFAILED).to_bytes())
+            self._close(conn, "auth failed")
+            return
+        self.log(f"session 0x{conn.session_id & 0xFFFFFFFFFFFFFFFF:x}: auth success for scheme {scheme}")
+        self._send(conn, ReplyHeader(xid, 0, 0).to_bytes())
+
+    def _submit_write(self, conn: Connection, xid: int, op: int, body: bytes) -> None:
+        try:
+            if op == OpCode.MULTI:
+                request: Any = read_multi_request(body, 0)[0]
+            elif op == OpCode.DELETE_CONTAINER:
+                request = body.decode("utf-8", "replace")
+            elif op in (OpCode.CLOSE_SESSION, OpCode.CREATE_SESSION):
+                request = INT.unpack_from(body, 0)[0] if op == OpCode.CREATE_SESSION else None
+            else:
+                request = REQUEST_RECORDS[op].read(body, 0)[0]
+            error = None
+        except (ProtocolError, ValueError, IndexError, struct.error) as exc:
+            self.log(f"failed to decode {OP_NAMES.get(op, op)} from {conn.ip}:{conn.port}: {exc}")
+            request, error = None, MarshallingError()
+        if op == OpCode.CREATE_SESSION:
+            # a client may not create sessions over an established one
+            error = error or BadArgumentsError("createSession from a client")
+        self._propose(op, request, conn, xid, conn.session_id, error)
+
+    def _propose(self, op: int, request: Any, conn: Connection | None, xid: int, session: int,
+                 error: ZookeeperError | None) -> None:
+        zxid = self.next_zxid
+        self.next_zxid += 1
+        auth = conn.auth if conn is not None else [_SUPER]
+        if error is None:
+            hdr, txn, error = self.prep.prep(op, request, session, xid, auth, zxid, self.wall_ms,
+                                             self.sessions.is_live(session) or op == OpCode.CREATE_SESSION)
+        else:
+            hdr, txn = TxnHeader(session, xid, zxid, self.wall_ms, OpCode.ERROR), ErrorTxn(int(error.code))
+        if op == OpCode.CLOSE_SESSION and error is None:
+            self.sessions.set_closing(session)
+        p = Proposal(hdr, txn, conn, xid, op, error, self.now_ms)
+        self.proposals.append(p)
+        if conn is not None:
+            self.queues.setdefault(session, deque()).append(p)
+            conn.outstanding += 1
+
+    # ---- after persistence ----
+
+    def apply_persisted(self, count: int) -> None:
+        """The first ``count`` proposals are durable: apply them and answer in order."""
+        batch, self.proposals = self.proposals[:count], self.proposals[count:]
+        for p in batch:
+            self._apply(p)
+
+    def _apply(self, p: Proposal) -> None:
+        rc = self.tree.apply(p.hdr, p.txn)
+        self.prep.applied(p.hdr.zxid)
+        self._deliver_events()
+        session = p.hdr.clientId
+        if p.op == OpCode.CLOSE_SESSION and p.error is None:
+            self.sessions.remove(session)
+            owner = self.session_conn.pop(session, None)
+            if p.conn is None and owner is not None:
+                self._close(owner, "session expired")
+        conn = p.conn
+        if conn is None:
+            return
+        queue = self.queues.get(session)
+        if queue and queue[0] is p:
+            queue.popleft()
+        conn.outstanding -= 1
+        if p.op == OpCode.CREATE_SESSION:
+            if conn.state is ConnState.AWAIT_SESSION:
+                self._established(conn)
+                self._process_frames(conn)
+        else:
+            self._reply_write(conn, p, rc)
+        self._drain_queue(session)
+
+    def _drain_queue(self, session: int) -> None:
+        queue = self.queues.get(session)
+        while queue and isinstance(queue[0], QueuedRead):
+            read = queue.popleft()
+            read.conn.outstanding -= 1
+            self._run_read(read)
+        if queue is not None and not queue:
+            del self.queues[session]
+
+    def _deliver_events(self) -> None:
+        events = self.tree.events
+        if not events:
+            return
+        self.tree.events = []
+        for ev in events:
+            payload = _NOTIFY_HEADER + WatcherEvent(ev.type, KeeperState.SYNC_CONNECTED, ev.path).to_bytes()
+            for watcher in ev.watchers:
+                conn = self.connections.get(watcher)
+                if conn is None or conn.closing:
+                    continue
+                if not has_permission(ev.acl, Perms.READ, conn.auth):
+                    continue  # a watch never reveals a path its session may not read
+                self._send(conn, payload)
+
+    def _reply_write(self, conn: Connection, p: Proposal, rc: TxnResult) -> None:
+        zxid = self.tree.last_processed_zxid
+        op = p.op
+        self._account(conn, p.xid, op, zxid, p.received_ms)
+        if p.error is not None:
+            self._send(conn, ReplyHeader(p.xid, zxid, int(p.error.code)).to_bytes())
+        elif op == OpCode.MULTI:
+            out = bytearray(ReplyHeader(p.xid, zxid, 0).to_bytes())
+            write_multi_response(out, [self._multi_result(sub) for sub in rc.multi])
+            self._send(conn, bytes(out))
+        elif rc.err:
+            self._send(conn, ReplyHeader(p.xid, zxid, rc.err).to_bytes())
+        else:
+            body = b""
+            if op == OpCode.CREATE:
+                body = CreateResponse(rc.path).to_bytes()  # type: ignore[arg-type]
+            elif op in (OpCode.CREATE2, OpCode.CREATE_TTL, OpCode.CREATE_CONTAINER):
+                body = Create2Response(rc.path, rc.stat).to_bytes()  # type: ignore[arg-type]
+            elif op == OpCode.SET_DATA:
+                body = SetDataResponse(rc.stat).to_bytes()  # type: ignore[arg-type]
+            elif op == OpCode.SET_ACL:
+                body = SetACLResponse(rc.stat).to_bytes()  # type: ignore[arg-type]
+            self._send(conn, ReplyHeader(p.xid, zxid, 0).to_bytes() + body)
+        if op == OpCode.CLOSE_SESSION:
+            conn.close("closeSession")
+            self.dirty.add(conn)
+
+    @staticmethod
+    def _multi_result(sub: TxnResult) -> OpResult:
+        if sub.type == OpCode.ERROR:
+            return OpResult(OpCode.ERROR, sub.err)
+        return OpResult(sub.type, 0, path=sub.path, stat=sub.stat)
+
+    def _account(self, conn: Connection, xid: int, op: int, zxid: int, received_ms: int) -> None:
+        latency = self.now_ms - received_ms
+        conn.last_op = OP_NAMES.get(op, "NA")
+        conn.last_zxid = zxid
+        conn.last_response_ms = self.wall_ms
+        conn.record_latency(latency)
+        self.stats.record_latency(latency)
+
+    # ---- reads ----
+
+    def _run_read(self, r: QueuedRead) -> None:
+        conn = r.conn
+        if conn.closing:
+            return
+        op = r.op
+        zxid = self.tree.last_processed_zxid
+        if op == OpCode.PING:
+            self._account(conn, r.xid, op, zxid, r.received_ms)
+            self._send(conn, ReplyHeader(Xid.PING, zxid, 0).to_bytes())
+            return
+        try:
+            body = self._read_op(conn, op, r.body)
+            err = 0
+        except ZookeeperError as exc:
+            body, err = b"", int(exc.code)
+        except (ProtocolError, ValueError, IndexError, struct.error) as exc:
+            self.log(f"failed to process {OP_NAMES.get(op, op)} from {conn.ip}:{conn.port}: {exc}")
+            body, err = b"", int(Code.MARSHALLINGERROR)
+        self._account(conn, r.xid, op, zxid, r.received_ms)
+        self._send(conn, ReplyHeader(r.xid, zxid, err).to_bytes() + body)
+
+    def _read_op(self, conn: Connection, op: int, body: bytes) -> bytes:
+        tree = self.tree
+        if op == OpCode.GET_DATA:
+            req = GetDataRequest.read(body, 0)[0]
+            node = self._readable(req.path, conn)
+            if req.watch:
+                tree.add_watch(req.path, conn.conn_id, data=True)
+            return GetDataResponse(node.data, node.stat()).to_bytes()
+        if op == OpCode.EXISTS:
+            req2 = ExistsRequest.read(body, 0)[0]
+            path = req2.path
+            if path is None or "\0" in path:
+                raise BadArgumentsError()
+            node = tree.get(path)
+            if node is not None:
+                check_acl(node.acl, Perms.READ, conn.auth)
+            if req2.watch:
+                tree.add_watch(path, conn.conn_id, data=True)
+            if node is None:
+                raise NoNodeError()
+            return node.stat().to_bytes()
+        if op in (OpCode.GET_CHILDREN, OpCode.GET_CHILDREN2):
+            cls = GetChildrenRequest if op == OpCode.GET_CHILDREN else GetChildren2Request
+            req3 = cls.read(body, 0)[0]
+            node = self._readable(req3.path, conn)
+            if req3.watch:
+                tree.add_watch(req3.path, conn.conn_id, data=False)
+            children = list(node.children)
+            if op == OpCode.GET_CHILDREN:
+                return GetChildrenResponse(children).to_bytes()
+            return GetChildren2Response(children, node.stat()).to_bytes()
+        if op == OpCode.GET_ALL_CHILDREN_NUMBER:
+            path = GetAllChildrenNumberRequest.read(body, 0)[0].path
+            self._readable(path, conn)
+            return GetAllChildrenNumberResponse(tree.all_children_number(path)).to_bytes()
+        if op == OpCode.GET_ACL:
+            path = GetACLRequest.read(body, 0)[0].path
+            node = tree.get(path)
+            if node is None:
+                raise NoNodeError()
+            check_acl(node.acl, Perms.READ | Perms.ADMIN, conn.auth)
+            acl = list(node.acl)
+            if not has_permission(node.acl, Perms.ADMIN, conn.auth):
+                acl = [ACL(a.perms, Id(a.id.scheme, a.id.id.split(":", 1)[0] + ":x")) if a.id.scheme == "digest" else a
+                       for a in acl]
+            return GetACLResponse(acl, node.stat()).to_bytes()
+        if op == OpCode.SYNC:
+            return SyncResponse(SyncRequest.read(body, 0)[0].path).to_bytes()
+        if op in (OpCode.SET_WATCHES, OpCode.SET_WATCHES2):
+            self._set_watches(conn, op, body)
+            return b""
+        if op == OpCode.ADD_WATCH:
+            req4 = AddWatchRequest.read(body, 0)[0]
+            mode = RECURSIVE if req4.mode == AddWatchMode.PERSISTENT_RECURSIVE else PERSISTENT
+            if req4.mode not in (AddWatchMode.PERSISTENT, AddWatchMode.PERSISTENT_RECURSIVE):
+                raise BadArgumentsError()
+            tree.add_watch(req4.path, conn.conn_id, True, mode)
+            tree.add_watch(req4.path, conn.conn_id, False, mode)
+            return ErrorResponse(0).to_bytes()
+        if op in (OpCode.CHECK_WATCHES, OpCode.REMOVE_WATCHES):
+            cls2 = CheckWatchesRequest if op == OpCode.CHECK_WATCHES else RemoveWatchesRequest
+            req5 = cls2.read(body, 0)[0]
+            try:
+                wtype = WatcherType(req5.type)
+            except ValueError:
+                raise BadArgumentsError() from None
+            tables = {WatcherType.CHILDREN: (tree.child_watches,), WatcherType.DATA: (tree.data_watches,),
+                      WatcherType.ANY: (tree.child_watches, tree.data_watches)}[wtype]
+            if op == OpCode.CHECK_WATCHES:
+                found = any(t.contains(req5.path, conn.conn_id) for t in tables)
+            else:
+                found = False
+                for t in tables:
+                    found = t.remove(req5.path, conn.conn_id) or found
+            if not found:
+                raise NoWatcherError()
+            return b""
+        if op == OpCode.WHO_AM_I:
+            infos = [ClientInfo(i.scheme, _user_name(i)) for i in conn.auth]
+            return WhoAmIResponse(infos).to_bytes()
+        if op == OpCode.GET_EPHEMERALS:
+            prefix = GetEphemeralsRequest.read(body, 0)[0].prefixPath
+            mine = sorted(tree.ephemerals.get(conn.session_id, ()))
+            if prefix and prefix.strip() not in ("", "/"):
+                mine = [p for p in mine if p.startswith(prefix)]
+            return GetEphemeralsResponse(mine).to_bytes()
+        if op == OpCode.MULTI_READ:
+            return self._multi_read(conn, body)
+        raise MarshallingError()
+
+    def _readable(self, path: str, conn: Connection) -> Any:
+        node = self.tree.get(path)
+        if node is None:
+            raise NoNodeError()
+        check_acl(node.acl, Perms.READ, conn.auth)
+        return node
+
+    def _multi_read(self, conn: Connection, body: bytes) -> bytes:
+        ops = read_multi_request(body, 0)[0]
+        results: list[OpResult] = []
+        for o in ops:
+            if o.type not in (OpCode.GET_DATA, OpCode.GET_CHILDREN):
+                raise ProtocolError(f"invalid type of readOp {o.type}")
+            try:
+                node = self._readable(o.request.path, conn)
+            except ZookeeperError as exc:
+                results.append(OpResult(OpCode.ERROR, int(exc.code)))
+                continue
+            if o.request.watch:
+                self.tree.add_watch(o.request.path, conn.conn_id, data=o.type == OpCode.GET_DATA)
+            if o.type == OpCode.GET_DATA:
+                results.append(OpResult(o.type, 0, data=node.data, stat=node.stat()))
+            else:
+                results.append(OpResult(o.type, 0, children=list(node.children)))
+        out = bytearray()
+        write_multi_response(out, results)
+        return bytes(out)
+
+    def _set_watches(self, conn: Connection, op: int, body: bytes) -> None:
+        """Re-register a reconnecting client's watches, firing what changed since relativeZxid."""
+        tree = self.tree
+        if op == OpCode.SET_WATCHES:
+            sw: Any = SetWatches.read(body, 0)[0]
+            persistent: list[str] = []
+            recursive: list[str] = []
+        else:
+            sw = SetWatches2.read(body, 0)[0]
+            persistent, recursive = sw.persistentWatches, sw.persistentRecursiveWatches
+        rel = sw.relativeZxid
+        wid = conn.conn_id
+
+        def fire(etype: int, path: str, acl: tuple[ACL, ...] | None) -> None:
+            if acl is not None and not has_permission(acl, Perms.READ, conn.auth):
+                return
+            self._send(conn, _NOTIFY_HEADER + WatcherEvent(etype, KeeperState.SYNC_CONNECTED, path).to_bytes())
+
+        for path in sw.dataWatches:
+            node = tree.get(path)
+            if node is None:
+                fire(EventType.NODE_DELETED, path, None)
+            elif node.mzxid > rel:
+                fire(EventType.NODE_DATA_CHANGED, path, node.acl)
+            else:
+                tree.add_watch(path, wid, data=True)
+        for path in sw.existWatches:
+            node = tree.get(path)
+            if node is not None:
+                fire(EventType.NODE_CREATED, path, node.acl)
+            else:
+                tree.add_watch(path, wid, data=True)
+        for path in sw.childWatches:
+            node = tree.get(path)
+            if node is None:
+                fire(EventType.NODE_DELETED, path, None)
+            elif node.pzxid > rel:
+                fire(EventType.NODE_CHILDREN_CHANGED, path, node.acl)
+            else:
+                tree.add_watch(path, wid, data=False)
+        for path in persistent:
+            tree.add_watch(path, wid, True, PERSISTENT)
+            tree.add_watch(path, wid, False, PERSISTENT)
+        for path in recursive:
+            tree.add_watch(path, wid, True, RECURSIVE)
+            tree.add_watch(path, wid, False, RECURSIVE)
+
+    # ---- time passes ----
+
+    def tick(self) -> None:
+        """Expire sessions whose bucket has passed; delete empty containers and expired TTL nodes."""
+        for sid in self.sessions.expired(self.now_ms):
+            s = self.sessions.sessions.get(sid)
+            self.log(f"expiring session 0x{sid & 0xFFFFFFFFFFFFFFFF:x}, timeout of {s.timeout_ms if s else '?'}ms exceeded")
+            self._propose(OpCode.CLOSE_SESSION, None, None, 0, sid, None)
+        if self.now_ms - self.last_container_check >= self.config.container_check_interval_ms:
+            self.last_container_check = self.now_ms
+            for path in self.container_candidates()[: self.config.container_max_per_minute]:
+                self._propose(OpCode.DELETE_CONTAINER, path, None, 0, 0, None)
+
+    def container_candidates(self) -> list[str]:
+        """Empty containers that once had a child, and childless TTL nodes past their TTL (ContainerManager)."""
+        out = []
+        for path in sorted(self.tree.containers):
+            node = self.tree.get(path)
+            if node is not None and node.cversion > 0 and not node.children:
+                out.append(path)
+        for path in sorted(self.tree.ttls):
+            node = self.tree.get(path)
+            if node is None or node.children:
+                continue
+            if ephemeral_kind(node.ephemeral_owner) == "ttl" and self.wall_ms - node.mtime > ttl_of(node.ephemeral_owner):
+                out.append(path)
+        return out
+
+    # ---- shell helpers ----
+
+    def take_dirty(self) -> list[Connection]:
+        dirty = list(self.dirty)
+        self.dirty.clear()
+        return dirty
+
+    @property
+    def outstanding(self) -> int:
+        return sum(len(q) for q in self.queues.values())
+
+    def digest(self) -> int:
+        return self.tree.digest
+
+    def stat_of(self, path: str) -> Stat | None:
+        node = self.tree.get(path)
+        return node.stat() if node is not None else None
+
+
+class ServerStats:
+    """Counters the four-letter words report (ServerStats)."""
+
+    def __init__(self) -> None:
+        self.packets_received = 0
+        self.packets_sent = 0
+        self.min_latency = -1
+        self.max_latency = 0
+        self.total_latency = 0
+        self.count = 0
+
+    def record_latency(self, ms: int) -> None:
+        self.min_latency = ms if self.min_latency < 0 else min(self.min_latency, ms)
+        self.max_latency = max(self.max_latency, ms)
+        self.total_latency += ms
+        self.count += 1
+
+    def reset(self) -> None:
+        self.__init__()  # type: ignore[misc]
+
+    @property
+    def avg_latency(self) -> float:
+        return self.total_latency / self.count if self.count else 0.0
+
+
+def _user_name(ident: Id) -> str:
+    if ident.scheme == "digest":
+        return ident.id.split(":")[0]
+    if ident.scheme == "ip":
+        return ident.id
+    return ""

@@ -1,0 +1,291 @@
+"""Prep: a write request becomes an idempotent txn, checked against the outstanding state.
+
+Versions, ACLs, sequence numbers and time are settled here (PrepRequestProcessor), so
+applying the txn is deterministic. ``outstanding`` holds a ChangeRecord per path touched
+by txns not yet applied; the tree itself is never mutated here. A failed request still
+becomes a txn (ErrorTxn) with its own zxid, as in ZooKeeper.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from zkpy.config import ServerConfig
+from zkpy.errors import (
+    BadArgumentsError,
+    BadVersionError,
+    Code,
+    NoChildrenForEphemeralsError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    ReconfigDisabledError,
+    SessionExpiredError,
+    UnimplementedError,
+    ZookeeperError,
+)
+from zkpy.ids import to_signed64
+from zkpy.tree.acl import check_acl, fixup_acl
+from zkpy.tree.datatree import DataTree, ephemeral_kind
+from zkpy.tree.paths import parent_of, path_error
+from zkpy.wire.consts import CONTAINER_EPHEMERAL_OWNER, MAX_TTL_MS, TTL_MASK, CreateMode, OpCode, Perms
+from zkpy.wire.multi import Op
+from zkpy.wire.proto import ACL, Id
+from zkpy.wire.txn import (
+    CheckVersionTxn,
+    CloseSessionTxn,
+    CreateContainerTxn,
+    CreateSessionTxn,
+    CreateTTLTxn,
+    CreateTxn,
+    DeleteTxn,
+    ErrorTxn,
+    MultiTxn,
+    SetACLTxn,
+    SetDataTxn,
+    Txn,
+    TxnHeader,
+)
+
+WRITE_OPS = frozenset({
+    OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL, OpCode.DELETE,
+    OpCode.DELETE_CONTAINER, OpCode.SET_DATA, OpCode.SET_ACL, OpCode.MULTI, OpCode.RECONFIG,
+    OpCode.CLOSE_SESSION, OpCode.CREATE_SESSION,
+})
+
+
+@dataclass(slots=True)
+class ChangeRecord:
+    """The state of one path once every outstanding txn is applied (None fields: deleted)."""
+
+    zxid: int
+    path: str
+    exists: bool
+    version: int = 0
+    cversion: int = 0
+    aversion: int = 0
+    ephemeral_owner: int = 0
+    child_count: int = 0
+    acl: tuple[ACL, ...] = ()
+
+
+class Prep:
+    """Turns write requests into txns against the tree plus the outstanding changes."""
+
+    def __init__(self, tree: DataTree, config: ServerConfig) -> None:
+        self.tree = tree
+        self.config = config
+        self.outstanding: dict[str, ChangeRecord] = {}
+        self._order: deque[ChangeRecord] = deque()
+
+    # ---- outstanding state ----
+
+    def record(self, path: str) -> ChangeRecord:
+        rec = self.outstanding.get(path)
+        if rec is None:
+            node = self.tree.get(path)
+            if node is not None:
+                rec = ChangeRecord(-1, path, True, node.version, node.cversion, node.aversion,
+                                   node.ephemeral_owner, len(node.children), node.acl)
+        if rec is None or not rec.exists:
+            raise NoNodeError(path, path)
+        return rec
+
+    def _add(self, rec: ChangeRecord) -> None:
+        self.outstanding[rec.path] = rec
+        self._order.append(rec)
+
+    def applied(self, zxid: int) -> None:
+        """Forget change records made by txns up to ``zxid``, now visible in the tree."""
+        order = self._order
+        while order and order[0].zxid <= zxid:
+            rec = order.popleft()
+            if self.outstanding.get(rec.path) is rec:
+                del self.outstanding[rec.path]
+
+    # ---- entry point ----
+
+    def prep(self, op: int, request: Any, session: int, cxid: int, auth: Sequence[Id],
+             zxid: int, time: int, live: bool) -> tuple[TxnHeader, Any, ZookeeperError | None]:
+        """The txn for one write request; on failure an ErrorTxn and the error to report."""
+        hdr = TxnHeader(session, cxid, zxid, time, op)
+        try:
+            if op == OpCode.MULTI:
+                return hdr, self._multi(request, session, auth, zxid, time, live), None
+            txn = self._one(op, request, session, auth, zxid, time, live)
+            return hdr, txn, None
+        except ZookeeperError as exc:
+            return replace(hdr, type=OpCode.ERROR), ErrorTxn(int(exc.code)), exc
+
+    def _multi(self, ops: list[Op], session: int, auth: Sequence[Id], zxid: int, time: int, live: bool) -> MultiTxn:
+        saved = dict(self.outstanding)
+        saved_len = len(self._order)
+        txns: list[Txn] = []
+        failed: ZookeeperError | None = None
+        for op in ops:
+            if failed is not None:
+                txns.append(Txn(OpCode.ERROR, ErrorTxn(int(Code.RUNTIMEINCONSISTENCY)).to_bytes()))
+                continue
+            try:
+                if op.type not in (OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL,
+                                   OpCode.DELETE, OpCode.SET_DATA, OpCode.CHECK):
+                    raise UnimplementedError()
+                txn = self._one(op.type, op.request, session, auth, zxid, time, live)
+                txns.append(Txn(op.type, txn.to_bytes()))
+            except ZookeeperError as exc:
+                failed = exc
+                txns.append(Txn(OpCode.ERROR, ErrorTxn(int(exc.code)).to_bytes()))
+                # roll back what the earlier ops of this multi did to the outstanding state
+                while len(self._order) > saved_len:
+                    self._order.pop()
+                self.outstanding = saved
+        if failed is not None:
+            # earlier ops are reported as OK-but-not-applied errors, as ZooKeeper's log shows them
+            for i, t in enumerate(txns):
+                if t.type != OpCode.ERROR:
+                    txns[i] = Txn(OpCode.ERROR, ErrorTxn(0).to_bytes())
+        return MultiTxn(txns)
+
+    def _one(self, op: int, req: Any, session: int, auth: Sequence[Id], zxid: int, time: int, live: bool) -> Any:
+        if op in (OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL):
+            return self._create(op, req, session, auth, zxid, time, live)
+        if op == OpCode.DELETE:
+            _check_live(live)
+            path = _parent_checked(req.path)
+            parent = self.record(parent_of(path))
+            check_acl(parent.acl, Perms.DELETE, auth)
+            node = self.record(path)
+            _check_version(node.version, req.version, path)
+            if node.child_count > 0:
+                raise NotEmptyError(path, path)
+            return self._delete(path, parent, zxid)
+        if op == OpCode.DELETE_CONTAINER:
+            path = _parent_checked(req)
+            parent = self.record(parent_of(path))
+            check_acl(parent.acl, Perms.DELETE, auth)  # zkpy also checks clients' deleteContainer
+            node = self.record(path)
+            if node.child_count > 0:
+                raise NotEmptyError(path, path)
+            if ephemeral_kind(node.ephemeral_owner) not in ("container", "ttl"):
+                raise BadVersionError(path, path)
+            return self._delete(path, parent, zxid)
+        if op == OpCode.SET_DATA:
+            _check_live(live)
+            path = _valid(req.path)
+            node = self.record(path)
+            check_acl(node.acl, Perms.WRITE, auth)
+            version = _check_version(node.version, req.version, path)
+            self._add(replace(node, zxid=zxid, version=version))
+            return SetDataTxn(path, req.data, version)
+        if op == OpCode.SET_ACL:
+            _check_live(live)
+            path = _valid(req.path)
+            acl = fixup_acl(path, auth, req.acl)
+            node = self.record(path)
+            check_acl(node.acl, Perms.ADMIN, auth)
+            version = _check_version(node.aversion, req.version, path)
+            self._add(replace(node, zxid=zxid, aversion=version, acl=acl))
+            return SetACLTxn(path, list(acl), version)
+        if op == OpCode.CHECK:
+            _check_live(live)
+            path = _valid(req.path)
+            node = self.record(path)
+            check_acl(node.acl, Perms.READ, auth)
+            return CheckVersionTxn(path, _check_version(node.version, req.version, path))
+        if op == OpCode.CREATE_SESSION:
+            return CreateSessionTxn(req)
+        if op == OpCode.CLOSE_SESSION:
+            return CloseSessionTxn(self._closing_ephemerals(session, zxid))
+        if op == OpCode.RECONFIG:
+            raise ReconfigDisabledError()
+        raise UnimplementedError()
+
+    def _create(self, op: int, req: Any, session: int, auth: Sequence[Id], zxid: int, time: int, live: bool) -> Any:
+        path = req.path
+        ttl = req.ttl if op == OpCode.CREATE_TTL else -1
+        try:
+            mode = CreateMode(req.flags)
+        except ValueError:
+            raise BadArgumentsError(str(path), path) from None
+        if op == OpCode.CREATE_CONTAINER:
+            mode = CreateMode.CONTAINER
+        if mode.is_ttl and not self.config.extended_types:
+            raise UnimplementedError()
+        if mode.is_ttl:
+            if ttl > MAX_TTL_MS or ttl <= 0:
+                raise BadArgumentsError(str(path), path)
+        elif ttl >= 0:
+            raise BadArgumentsError(str(path), path)
+        _check_live(live)
+        if not isinstance(path, str) or "/" not in path or "\0" in path:
+            raise BadArgumentsError(str(path), path)
+        parent_path = parent_of(path)
+        acl = fixup_acl(path, auth, req.acl)
+        parent = self.record(parent_path)
+        check_acl(parent.acl, Perms.CREATE, auth)
+        if mode.is_sequential:
+            path = f"{path}{parent.cversion:010d}"
+        _valid(path)
+        existing = self.outstanding.get(path)
+        if (existing.exists if existing is not None else self.tree.get(path) is not None):
+            raise NodeExistsError(path, path)
+        if ephemeral_kind(parent.ephemeral_owner) == "normal":
+            raise NoChildrenForEphemeralsError(path, path)
+        new_cversion = parent.cversion + 1
+        if mode.is_container:
+            txn: Any = CreateContainerTxn(path, req.data, list(acl), new_cversion)
+            owner = CONTAINER_EPHEMERAL_OWNER
+        elif mode.is_ttl:
+            txn = CreateTTLTxn(path, req.data, list(acl), new_cversion, ttl)
+            owner = to_signed64(TTL_MASK | ttl)
+        else:
+            txn = CreateTxn(path, req.data, list(acl), mode.is_ephemeral, new_cversion)
+            owner = session if mode.is_ephemeral else 0
+        self._add(replace(parent, zxid=zxid, child_count=parent.child_count + 1, cversion=new_cversion))
+        self._add(ChangeRecord(zxid, path, True, 0, 0, 0, owner, 0, acl))
+        return txn
+
+    def _delete(self, path: str, parent: ChangeRecord, zxid: int) -> DeleteTxn:
+        self._add(replace(parent, zxid=zxid, child_count=parent.child_count - 1))
+        self._add(ChangeRecord(zxid, path, False))
+        return DeleteTxn(path)
+
+    def _closing_ephemerals(self, session: int, zxid: int) -> list[str]:
+        paths = set(self.tree.ephemerals.get(session, ()))
+        for rec in self._order:
+            if not rec.exists:
+                paths.discard(rec.path)
+            elif rec.ephemeral_owner == session:
+                paths.add(rec.path)
+        out = sorted(paths)
+        for p in out:
+            self._add(ChangeRecord(zxid, p, False))
+        return out
+
+
+def _check_live(live: bool) -> None:
+    if not live:
+        raise SessionExpiredError()
+
+
+def _valid(path: Any) -> str:
+    if path_error(path) is not None:
+        raise BadArgumentsError(str(path), path if isinstance(path, str) else None)
+    return path  # type: ignore[no-any-return]
+
+
+def _parent_checked(path: Any) -> str:
+    """getParentPathAndValidate: the path must be valid and not the root."""
+    _valid(path)
+    if path == "/":
+        raise BadArgumentsError(path, path)
+    return path  # type: ignore[no-any-return]
+
+
+def _check_version(current: int, expected: int, path: str) -> int:
+    if expected != -1 and expected != current:
+        raise BadVersionError(path, path)
+    return current + 1

@@ -1,0 +1,109 @@
+"""ACL schemes (world, auth, digest, ip, super) and ZooKeeper's permission check.
+
+A connection's identities are ``Id(scheme, id)`` records: ``ip`` always, plus one per
+successful ``addauth``; ``super`` when the digest matches superDigest.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import ipaddress
+from collections.abc import Iterable, Sequence
+
+from zkpy.errors import InvalidACLError, NoAuthError
+from zkpy.wire.consts import Perms
+from zkpy.wire.proto import ACL, Id
+
+ANYONE = Id("world", "anyone")
+OPEN_ACL_UNSAFE = (ACL(int(Perms.ALL), ANYONE),)
+READ_ACL_UNSAFE = (ACL(int(Perms.READ), ANYONE),)
+SCHEMES = ("world", "digest", "ip", "auth")
+
+
+def digest_id(user_password: str) -> str:
+    """``user:base64(sha1(user:password))``, ZooKeeper's DigestAuthenticationProvider.generateDigest."""
+    user = user_password.split(":", 1)[0]
+    sha = hashlib.sha1(user_password.encode("utf-8")).digest()
+    return f"{user}:{base64.b64encode(sha).decode('ascii')}"
+
+
+def _ip_valid(spec: str) -> bool:
+    try:
+        ipaddress.ip_network(spec, strict=False)
+    except ValueError:
+        return False
+    return True
+
+
+def _ip_matches(client_ip: str, spec: str) -> bool:
+    try:
+        return ipaddress.ip_address(client_ip) in ipaddress.ip_network(spec, strict=False)
+    except ValueError:
+        return False
+
+
+def is_valid_id(ident: Id) -> bool:
+    """Whether an ACL id is well formed for its scheme (ServerAuthenticationProvider.isValid)."""
+    if ident.scheme == "digest":
+        return ident.id is not None and len(ident.id.split(":")) == 2
+    if ident.scheme == "ip":
+        return ident.id is not None and _ip_valid(ident.id)
+    return False
+
+
+def fixup_acl(path: str, auth: Sequence[Id], acl: Sequence[ACL] | None) -> tuple[ACL, ...]:
+    """Validate a requested ACL, expanding ``auth`` to the caller's identities (PrepRequestProcessor.fixupACL)."""
+    uniq: list[ACL] = []
+    for a in acl or ():
+        if a not in uniq:
+            uniq.append(a)
+    if not uniq:
+        raise InvalidACLError(path, path)
+    out: list[ACL] = []
+    for a in uniq:
+        ident = a.id
+        if ident is None or ident.scheme is None:
+            raise InvalidACLError(path, path)
+        if ident.scheme == "world" and ident.id == "anyone":
+            out.append(a)
+        elif ident.scheme == "auth":
+            granted = [ACL(a.perms, cid) for cid in auth if cid.scheme == "digest"]  # only digest ids are "authenticated"
+            if not granted:
+                raise InvalidACLError(path, path)
+            out.extend(granted)
+        elif is_valid_id(ident):
+            out.append(a)
+        else:
+            raise InvalidACLError(path, path)
+    return tuple(out)
+
+
+def check_acl(acl: Iterable[ACL], perm: int, auth: Sequence[Id]) -> None:
+    """Raise NoAuthError unless ``auth`` grants one of ``perm``'s bits (ZooKeeperServer.checkACL)."""
+    if not has_permission(acl, perm, auth):
+        raise NoAuthError()
+
+
+def has_permission(acl: Iterable[ACL], perm: int, auth: Sequence[Id]) -> bool:
+    acl = tuple(acl)
+    if not acl:
+        return True
+    for cid in auth:
+        if cid.scheme == "super":
+            return True
+    for a in acl:
+        if not a.perms & perm:
+            continue
+        ident = a.id
+        if ident.scheme == "world" and ident.id == "anyone":
+            return True
+        for cid in auth:
+            if cid.scheme != ident.scheme:
+                continue
+            if ident.scheme == "ip":
+                if _ip_matches(cid.id, ident.id):
+                    return True
+            elif cid.id == ident.id:
+                return True
+    return False

@@ -1,0 +1,325 @@
+"""The data tree: znodes with ZooKeeper's Stat semantics, changed only by applying txns.
+
+Invariants owned here:
+- the tree changes only in ``apply``; every txn is idempotent against a fuzzy snapshot
+  (parent cversion/pzxid move only forward, creates of existing nodes and deletes of
+  missing ones are tolerated on replay);
+- ``digest`` is the sum of ZooKeeper's per-node CRC32 digests (DigestCalculator), kept
+  incrementally, nodes under ``/zookeeper/`` excluded;
+- firing a watch only queues ``WatchEvent``s in ``events``; the server delivers them.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from zkpy.errors import Code
+from zkpy.ids import to_signed64
+from zkpy.wire.consts import CONTAINER_EPHEMERAL_OWNER, TTL_MASK, EventType, OpCode
+from zkpy.wire.proto import ACL, Stat
+from zkpy.wire.txn import CloseSessionTxn, ErrorTxn, MultiTxn, TxnHeader, decode_txn
+
+from .acl import OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
+from .paths import basename, parent_of
+from .watches import STANDARD, WatchTable
+
+_DIGEST_STAT = struct.Struct(">qqqqqiiiq")
+_MASK64 = (1 << 64) - 1
+
+
+class Node:
+    """One znode: data, ACL, the persisted stat fields and the child names."""
+
+    __slots__ = ("data", "acl", "czxid", "mzxid", "ctime", "mtime", "version", "cversion",
+                 "aversion", "ephemeral_owner", "pzxid", "children")
+
+    def __init__(self, data: bytes | None, acl: tuple[ACL, ...], zxid: int, time: int, ephemeral_owner: int) -> None:
+        self.data = data
+        self.acl = acl
+        self.czxid = self.mzxid = self.pzxid = zxid
+        self.ctime = self.mtime = time
+        self.version = self.cversion = self.aversion = 0
+        self.ephemeral_owner = ephemeral_owner
+        self.children: dict[str, None] = {}
+
+    def stat(self) -> Stat:
+        return Stat(self.czxid, self.mzxid, self.ctime, self.mtime, self.version, self.cversion,
+                    self.aversion, self.ephemeral_owner, len(self.data) if self.data else 0,
+                    len(self.children), self.pzxid)
+
+
+def ephemeral_kind(owner: int) -> str:
+    """'void', 'normal' (session ephemeral), 'container' or 'ttl' (EphemeralType.get)."""
+    if owner == 0:
+        return "void"
+    if owner == CONTAINER_EPHEMERAL_OWNER:
+        return "container"
+    if owner < 0 and (owner & TTL_MASK) == TTL_MASK:
+        return "ttl"
+    return "normal"
+
+
+def ttl_of(owner: int) -> int:
+    return owner & ~TTL_MASK & _MASK64
+
+
+@dataclass(slots=True)
+class WatchEvent:
+    """A fired watch: who, what, where, and the ACL that decides whether they may see it."""
+
+    watchers: set[Any]
+    type: int
+    path: str
+    acl: tuple[ACL, ...]
+
+
+@dataclass(slots=True)
+class TxnResult:
+    """What applying a txn produced (ProcessTxnResult)."""
+
+    type: int
+    err: int = 0
+    path: str | None = None
+    stat: Stat | None = None
+    multi: list[TxnResult] = field(default_factory=list)
+
+
+class DataTree:
+    """The in-memory database every replica holds."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, Node] = {}
+        self.ephemerals: dict[int, set[str]] = {}
+        self.containers: set[str] = set()
+        self.ttls: set[str] = set()
+        self.data_watches = WatchTable()
+        self.child_watches = WatchTable()
+        self.events: list[WatchEvent] = []
+        self.last_processed_zxid = 0
+        self.digest = 0
+        root = Node(b"", OPEN_ACL_UNSAFE, 0, 0, 0)
+        root.pzxid = root.czxid = root.mzxid = 0
+        self._put("/", root)
+        for path, acl in (("/zookeeper", OPEN_ACL_UNSAFE), ("/zookeeper/quota", OPEN_ACL_UNSAFE),
+                          ("/zookeeper/config", READ_ACL_UNSAFE)):
+            node = Node(b"", acl, 0, 0, 0)
+            self._put(path, node)
+            self.nodes[parent_of(path)].children[basename(path)] = None
+        self.nodes["/zookeeper/config"].aversion = -1  # DataTree.addConfigNode sets the ACL with version -1
+
+    # ---- digest bookkeeping ----
+
+    @staticmethod
+    def node_digest(path: str, node: Node) -> int:
+        if path.startswith("/zookeeper/"):
+            return 0
+        crc = zlib.crc32(b"" if path == "/" else path.encode("utf-8"))
+        if node.data:
+            crc = zlib.crc32(node.data, crc)
+        return zlib.crc32(_DIGEST_STAT.pack(node.czxid, node.mzxid, node.pzxid, node.ctime, node.mtime,
+                                            node.version, node.cversion, node.aversion, node.ephemeral_owner), crc)
+
+    def _put(self, path: str, node: Node) -> None:
+        self.nodes[path] = node
+        self.digest = (self.digest + self.node_digest(path, node)) & _MASK64
+
+    def _unhash(self, path: str, node: Node) -> None:
+        self.digest = (self.digest - self.node_digest(path, node)) & _MASK64
+
+    def _rehash(self, path: str, node: Node) -> None:
+        self.digest = (self.digest + self.node_digest(path, node)) & _MASK64
+
+    # ---- reads ----
+
+    def get(self, path: str) -> Node | None:
+        return self.nodes.get(path)
+
+    def node_count(self) -> int:
+        return len(self.nodes)
+
+    def all_children_number(self, path: str) -> int:
+        prefix = "/" if path == "/" else path + "/"
+        return sum(1 for p in self.nodes if p.startswith(prefix))
+
+    def add_watch(self, path: str, watcher: Any, data: bool, mode: int = STANDARD) -> None:
+        (self.data_watches if data else self.child_watches).add(path, watcher, mode)
+
+    # ---- applying txns ----
+
+    def apply(self, hdr: TxnHeader, txn: Any) -> TxnResult:
+        """Apply one txn; idempotent for replay. Watch events go to ``self.events``."""
+        result = self._apply_one(hdr.type, txn, hdr.zxid, hdr.time, hdr.clientId)
+        if hdr.zxid > self.last_processed_zxid:
+            self.last_processed_zxid = hdr.zxid
+        return result
+
+    def _apply_one(self, op: int, txn: Any, zxid: int, time: int, session: int) -> TxnResult:
+        rc = TxnResult(op)
+        try:
+            if op in (OpCode.CREATE, OpCode.CREATE2):
+                owner = session if txn.ephemeral else 0
+                rc.path, rc.stat = txn.path, self.create_node(txn.path, txn.data, txn.acl, owner,
+                                                              txn.parentCVersion, zxid, time)
+            elif op == OpCode.CREATE_CONTAINER:
+                rc.path, rc.stat = txn.path, self.create_node(txn.path, txn.data, txn.acl, CONTAINER_EPHEMERAL_OWNER,
+                                                              txn.parentCVersion, zxid, time)
+            elif op == OpCode.CREATE_TTL:
+                owner = to_signed64(TTL_MASK | txn.ttl)
+                rc.path, rc.stat = txn.path, self.create_node(txn.path, txn.data, txn.acl, owner,
+                                                              txn.parentCVersion, zxid, time)
+            elif op in (OpCode.DELETE, OpCode.DELETE_CONTAINER):
+                rc.path = txn.path
+                self.delete_node(txn.path, zxid)
+            elif op == OpCode.SET_DATA:
+                rc.path, rc.stat = txn.path, self.set_data(txn.path, txn.data, txn.version, zxid, time)
+            elif op == OpCode.SET_ACL:
+                rc.path, rc.stat = txn.path, self.set_acl(txn.path, txn.acl, txn.version)
+            elif op == OpCode.CHECK:
+                rc.path = txn.path
+                node = self.nodes.get(txn.path)
+                rc.stat = node.stat() if node else None
+            elif op == OpCode.CLOSE_SESSION:
+                paths = txn.paths2Delete if isinstance(txn, CloseSessionTxn) else None
+                self.kill_session(session, zxid, paths)
+            elif op == OpCode.CREATE_SESSION:
+                pass
+            elif op == OpCode.ERROR:
+                rc.err = txn.err
+            elif op == OpCode.MULTI:
+                self._apply_multi(rc, txn, zxid, time, session)
+            else:
+                rc.err = Code.UNIMPLEMENTED
+        except _TxnFailed as exc:
+            rc.err = exc.code
+        return rc
+
+    def _apply_multi(self, rc: TxnResult, txn: MultiTxn, zxid: int, time: int, session: int) -> None:
+        subs = [(t.type, decode_txn(t.type, t.data)) for t in txn.txns]
+        failed = any(t == OpCode.ERROR for t, _ in subs)
+        post_failed = False
+        for t, sub in subs:
+            if t == OpCode.ERROR and sub.err != 0:
+                post_failed = True
+            if failed and t != OpCode.ERROR:
+                # a failed multi records its ops as errors; mirror ZooKeeper's layout
+                sub = ErrorTxn(int(Code.RUNTIMEINCONSISTENCY if post_failed else Code.OK))
+                t = OpCode.ERROR
+            sub_rc = self._apply_one(t, sub, zxid, time, session)
+            rc.multi.append(sub_rc)
+            if sub_rc.err and not rc.err:
+                rc.err = sub_rc.err
+
+    def create_node(self, path: str, data: bytes | None, acl: list[ACL] | tuple[ACL, ...], owner: int,
+                    parent_cversion: int, zxid: int, time: int) -> Stat:
+        parent_path = parent_of(path)
+        parent = self.nodes.get(parent_path)
+        if parent is None:
+            raise _TxnFailed(Code.NONODE)
+        name = basename(path)
+        if name in parent.children:
+            # replay over a fuzzy snapshot: only move the parent's cversion forward
+            if parent_cversion > parent.cversion:
+                self._unhash(parent_path, parent)
+                parent.cversion, parent.pzxid = parent_cversion, zxid
+                self._rehash(parent_path, parent)
+            raise _TxnFailed(Code.NODEEXISTS)
+        self._unhash(parent_path, parent)
+        if parent_cversion == -1:
+            parent_cversion = parent.cversion + 1
+        if parent_cversion > parent.cversion:
+            parent.cversion = parent_cversion
+            parent.pzxid = zxid
+        parent.children[name] = None
+        self._rehash(parent_path, parent)
+        node = Node(data, tuple(acl), zxid, time, owner)
+        self._put(path, node)
+        kind = ephemeral_kind(owner)
+        if kind == "container":
+            self.containers.add(path)
+        elif kind == "ttl":
+            self.ttls.add(path)
+        elif kind == "normal":
+            self.ephemerals.setdefault(owner, set()).add(path)
+        self._fire(self.data_watches, path, EventType.NODE_CREATED, node.acl)
+        self._fire(self.child_watches, parent_path, EventType.NODE_CHILDREN_CHANGED, parent.acl)
+        return node.stat()
+
+    def delete_node(self, path: str, zxid: int) -> None:
+        parent_path = parent_of(path)
+        parent = self.nodes.get(parent_path)
+        if parent is None:
+            raise _TxnFailed(Code.NONODE)
+        self._unhash(parent_path, parent)
+        parent.children.pop(basename(path), None)
+        if zxid > parent.pzxid:
+            parent.pzxid = zxid
+        self._rehash(parent_path, parent)
+        node = self.nodes.pop(path, None)
+        if node is None:
+            raise _TxnFailed(Code.NONODE)
+        self._unhash(path, node)
+        kind = ephemeral_kind(node.ephemeral_owner)
+        if kind == "container":
+            self.containers.discard(path)
+        elif kind == "ttl":
+            self.ttls.discard(path)
+        elif kind == "normal":
+            owned = self.ephemerals.get(node.ephemeral_owner)
+            if owned is not None:
+                owned.discard(path)
+                if not owned:
+                    del self.ephemerals[node.ephemeral_owner]
+        processed = self._fire(self.data_watches, path, EventType.NODE_DELETED, node.acl)
+        self._fire(self.child_watches, path, EventType.NODE_DELETED, node.acl, processed)
+        self._fire(self.child_watches, parent_path, EventType.NODE_CHILDREN_CHANGED, parent.acl)
+
+    def set_data(self, path: str, data: bytes | None, version: int, zxid: int, time: int) -> Stat:
+        node = self.nodes.get(path)
+        if node is None:
+            raise _TxnFailed(Code.NONODE)
+        self._unhash(path, node)
+        node.data, node.version, node.mzxid, node.mtime = data, version, zxid, time
+        self._rehash(path, node)
+        self._fire(self.data_watches, path, EventType.NODE_DATA_CHANGED, node.acl)
+        return node.stat()
+
+    def set_acl(self, path: str, acl: list[ACL] | tuple[ACL, ...], version: int) -> Stat:
+        node = self.nodes.get(path)
+        if node is None:
+            raise _TxnFailed(Code.NONODE)
+        self._unhash(path, node)
+        node.acl, node.aversion = tuple(acl), version
+        self._rehash(path, node)
+        return node.stat()
+
+    def kill_session(self, session: int, zxid: int, paths: list[str] | None = None) -> None:
+        """Delete the session's ephemerals (those named by the txn, or all it owns)."""
+        targets = list(paths) if paths is not None else sorted(self.ephemerals.get(session, ()))
+        for path in targets:
+            try:
+                self.delete_node(path, zxid)
+            except _TxnFailed:
+                pass
+        self.ephemerals.pop(session, None)
+
+    def _fire(self, table: WatchTable, path: str, etype: int, acl: tuple[ACL, ...],
+              suppress: set[Any] | None = None) -> set[Any]:
+        if not table.by_path:
+            return set()
+        fired = table.trigger(path, etype, suppress)
+        if fired:
+            self.events.append(WatchEvent(fired, etype, path, acl))
+        return fired
+
+    def drop_watcher(self, watcher: Any) -> None:
+        self.data_watches.drop_watcher(watcher)
+        self.child_watches.drop_watcher(watcher)
+
+
+class _TxnFailed(Exception):
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = int(code)

@@ -1,0 +1,55 @@
+"""Length framing: every packet is a 4-byte big-endian length, then that many bytes.
+
+A length below zero or above jute.maxbuffer is a protocol error: ZooKeeper answers it by
+closing the connection ("Len error"), and so do we.
+"""
+
+from __future__ import annotations
+
+from zkpy.errors import ProtocolError
+
+from .jute import INT
+
+
+class FrameDecoder:
+    """Accumulates received bytes and yields whole frames, never more than max_buffer each."""
+
+    __slots__ = ("max_buffer", "_buf", "_pos")
+
+    def __init__(self, max_buffer: int) -> None:
+        self.max_buffer = max_buffer
+        self._buf = bytearray()
+        self._pos = 0
+
+    def feed(self, data: bytes) -> None:
+        self._buf += data
+
+    def peek(self, n: int) -> bytes:
+        """The first ``n`` buffered bytes, not consumed (used to spot four-letter words)."""
+        return bytes(self._buf[self._pos : self._pos + n])
+
+    def frames(self, limit: int = -1) -> list[bytes]:
+        """The complete frames received so far, in order (at most ``limit`` when it is not -1)."""
+        out: list[bytes] = []
+        buf, pos = self._buf, self._pos
+        end = len(buf)
+        while end - pos >= 4 and len(out) != limit:
+            (n,) = INT.unpack_from(buf, pos)
+            if n < 0 or n > self.max_buffer:
+                raise ProtocolError(f"Len error {n}")
+            if end - pos - 4 < n:
+                break
+            out.append(bytes(buf[pos + 4 : pos + 4 + n]))
+            pos += 4 + n
+        if pos:
+            del buf[:pos]
+        self._pos = 0
+        return out
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf) - self._pos
+
+
+def frame(payload: bytes | bytearray) -> bytes:
+    return INT.pack(len(payload)) + payload

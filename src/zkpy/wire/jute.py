@@ -1,0 +1,216 @@
+"""Jute, ZooKeeper's record serialization, as a sans-I/O codec.
+
+Byte grammar (big-endian, no tags, no padding):
+    int     := 4 bytes signed            long := 8 bytes signed
+    boolean := 1 byte (0 or 1)
+    buffer  := int length, then length bytes; length -1 means null
+    ustring := int length, then UTF-8 bytes; length -1 means null
+    vector  := int count, then count elements; count -1 means null
+    record  := its fields in declaration order
+
+A record is a frozen, slotted dataclass whose fields carry their jute types through
+the annotations below (``Int``, ``Long``, ``Bool``, ``Buffer``, ``UString``, another record,
+or ``list[...]`` of those). ``@jute_record`` compiles a reader and a writer per class
+once, packing runs of fixed-width fields into one ``struct.Struct``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from typing import Annotated, Any, ClassVar, TypeVar, get_args, get_origin, get_type_hints
+
+from zkpy.errors import ProtocolError
+
+Int = Annotated[int, "int"]
+Long = Annotated[int, "long"]
+Bool = Annotated[bool, "boolean"]
+Buffer = Annotated["bytes | None", "buffer"]
+UString = Annotated[str, "ustring"]  # a null ustring decodes to None
+
+INT = struct.Struct(">i")
+LONG = struct.Struct(">q")
+_FIXED = {"int": ("i", 4), "long": ("q", 8), "boolean": ("?", 1)}
+
+T = TypeVar("T")
+
+
+class Record:
+    """Base of every jute record: serialization entry points."""
+
+    __slots__ = ()
+    JUTE_FIELDS: ClassVar[tuple[tuple[str, Any], ...]]
+
+    def write(self, out: bytearray) -> None:  # replaced per class by @jute_record
+        raise NotImplementedError
+
+    @classmethod
+    def read(cls: type[T], buf: bytes | memoryview, pos: int) -> tuple[T, int]:  # replaced per class
+        raise NotImplementedError
+
+    def to_bytes(self) -> bytes:
+        out = bytearray()
+        self.write(out)
+        return bytes(out)
+
+    @classmethod
+    def from_bytes(cls: type[T], data: bytes | memoryview) -> T:
+        """Decode exactly one record; trailing bytes are allowed as ZooKeeper allows them."""
+        try:
+            obj, _ = cls.read(data, 0)  # type: ignore[attr-defined]
+        except (struct.error, IndexError, ValueError) as exc:
+            raise ProtocolError(f"malformed {cls.__name__}: {exc}") from exc
+        return obj
+
+
+# --- variable-length primitives (also used by hand-written hot paths) ---
+
+
+def read_buffer(buf: bytes | memoryview, pos: int) -> tuple[bytes | None, int]:
+    (n,) = INT.unpack_from(buf, pos)
+    pos += 4
+    if n < 0:
+        if n != -1:
+            raise ProtocolError(f"negative buffer length {n}")
+        return None, pos
+    end = pos + n
+    if end > len(buf):
+        raise ProtocolError(f"buffer length {n} runs past the frame")
+    return bytes(buf[pos:end]), end
+
+
+def read_ustring(buf: bytes | memoryview, pos: int) -> tuple[Any, int]:
+    (n,) = INT.unpack_from(buf, pos)
+    pos += 4
+    if n < 0:
+        if n != -1:
+            raise ProtocolError(f"negative string length {n}")
+        return None, pos
+    end = pos + n
+    if end > len(buf):
+        raise ProtocolError(f"string length {n} runs past the frame")
+    return str(buf[pos:end], "utf-8", "replace"), end
+
+
+def write_buffer(out: bytearray, value: bytes | None) -> None:
+    if value is None:
+        out += b"\xff\xff\xff\xff"
+    else:
+        out += INT.pack(len(value))
+        out += value
+
+
+def write_ustring(out: bytearray, value: str | None) -> None:
+    if value is None:
+        out += b"\xff\xff\xff\xff"
+    else:
+        data = value.encode("utf-8")
+        out += INT.pack(len(data))
+        out += data
+
+
+def _vector_codec(elem: Any) -> tuple[Any, Any]:
+    """Reader and writer for vector<elem>; a null vector decodes to []."""
+    if elem == "ustring":
+        r_one, w_one = read_ustring, write_ustring
+    elif elem == "buffer":
+        r_one, w_one = read_buffer, write_buffer
+    elif isinstance(elem, str):
+        st = struct.Struct(">" + _FIXED[elem][0])
+
+        def r_one(buf: Any, pos: int) -> tuple[Any, int]:
+            return st.unpack_from(buf, pos)[0], pos + st.size
+
+        def w_one(out: bytearray, v: Any) -> None:
+            out += st.pack(v)
+    else:
+        r_one = elem.read
+
+        def w_one(out: bytearray, v: Any) -> None:
+            v.write(out)
+
+    def read_vec(buf: Any, pos: int) -> tuple[list[Any], int]:
+        (n,) = INT.unpack_from(buf, pos)
+        pos += 4
+        if n < 0:
+            return [], pos
+        if n > len(buf) - pos:  # every element takes at least one byte
+            raise ProtocolError(f"vector count {n} runs past the frame")
+        items = []
+        for _ in range(n):
+            v, pos = r_one(buf, pos)
+            items.append(v)
+        return items, pos
+
+    def write_vec(out: bytearray, values: Any) -> None:
+        if values is None:
+            out += b"\xff\xff\xff\xff"
+            return
+        out += INT.pack(len(values))
+        for v in values:
+            w_one(out, v)
+
+    return read_vec, write_vec
+
+
+def _jute_type(hint: Any) -> Any:
+    """Map an annotation to a jute type: 'int', 'long', ..., a record class, or ('vector', elem)."""
+    if get_origin(hint) is Annotated:
+        return get_args(hint)[1]
+    if get_origin(hint) is list:
+        return ("vector", _jute_type(get_args(hint)[0]))
+    if isinstance(hint, type) and issubclass(hint, Record):
+        return hint
+    if hint is str:
+        return "ustring"
+    raise TypeError(f"no jute type for annotation {hint!r}")
+
+
+def jute_record(cls: type[T]) -> type[T]:
+    """Make ``cls`` a frozen slotted dataclass with a compiled jute reader and writer."""
+    cls = dataclasses.dataclass(frozen=True, slots=True)(cls)
+    hints = get_type_hints(cls, include_extras=True)
+    fields = tuple((f.name, _jute_type(hints[f.name])) for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+    ns: dict[str, Any] = {"_cls": cls, "_rb": read_buffer, "_rs": read_ustring, "_wb": write_buffer, "_ws": write_ustring}
+    rlines = ["def read(buf, pos):"]
+    wlines = ["def write(self, out):"]
+    names = [name for name, _ in fields]
+    i = 0
+    while i < len(fields):
+        name, jt = fields[i]
+        if isinstance(jt, str) and jt in _FIXED:
+            run = []
+            while i < len(fields) and isinstance(fields[i][1], str) and fields[i][1] in _FIXED:
+                run.append(fields[i])
+                i += 1
+            fmt = ">" + "".join(_FIXED[t][0] for _, t in run)
+            sname = f"_s{len(ns)}"
+            ns[sname] = struct.Struct(fmt)
+            targets = ", ".join(n for n, _ in run) + ","
+            rlines.append(f"    {targets} = {sname}.unpack_from(buf, pos); pos += {ns[sname].size}")
+            wlines.append(f"    out += {sname}.pack({', '.join('self.' + n for n, _ in run)})")
+            continue
+        if jt == "buffer":
+            rlines.append(f"    {name}, pos = _rb(buf, pos)")
+            wlines.append(f"    _wb(out, self.{name})")
+        elif jt == "ustring":
+            rlines.append(f"    {name}, pos = _rs(buf, pos)")
+            wlines.append(f"    _ws(out, self.{name})")
+        elif isinstance(jt, tuple):
+            rv, wv = _vector_codec(jt[1])
+            ns[f"_rv_{name}"], ns[f"_wv_{name}"] = rv, wv
+            rlines.append(f"    {name}, pos = _rv_{name}(buf, pos)")
+            wlines.append(f"    _wv_{name}(out, self.{name})")
+        else:
+            ns[f"_rr_{name}"] = jt.read
+            rlines.append(f"    {name}, pos = _rr_{name}(buf, pos)")
+            wlines.append(f"    self.{name}.write(out)")
+        i += 1
+    rlines.append(f"    return _cls({', '.join(names)}), pos")
+    if not names:
+        wlines.append("    pass")
+    exec("\n".join(rlines) + "\n" + "\n".join(wlines), ns)  # noqa: S102 - compiled codec, no user input
+    cls.read = staticmethod(ns["read"])  # type: ignore[attr-defined]
+    cls.write = ns["write"]  # type: ignore[attr-defined]
+    cls.JUTE_FIELDS = fields  # type: ignore[attr-defined]
+    return cls
