@@ -1,0 +1,1 @@
+"""Helpers for tests: real zkpy and Apache ZooKeeper servers in subprocesses on loopback."""

@@ -1,0 +1,39 @@
+"""Shared fixtures: a zkpy server and an Apache ZooKeeper 3.8 server, each a real process."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from zkpy.testing.servers import ServerProcess, apache_available, start_apache, start_zkpy
+
+
+def require_apache() -> None:
+    """Interop tests need Debian's zookeeper package; in CI its absence is a failure, not a skip."""
+    if not apache_available():
+        if os.environ.get("CI"):
+            pytest.fail("Apache ZooKeeper 3.8 (Debian's zookeeper package) is not installed")
+        pytest.skip("Apache ZooKeeper 3.8 is not installed (apt-get install -y zookeeper)")
+
+
+@pytest.fixture(scope="session")
+def zkpy_server() -> Iterator[ServerProcess]:
+    server = start_zkpy()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def apache_server() -> Iterator[ServerProcess]:
+    require_apache()
+    server = start_apache()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture(params=["zkpy", "apache"])
+def any_server(request: pytest.FixtureRequest) -> ServerProcess:
+    """The same test against zkpy and against Apache ZooKeeper."""
+    return request.getfixturevalue(f"{request.param}_server")  # type: ignore[no-any-return]

@@ -1,0 +1,44 @@
+"""Project hygiene that CI enforces: lint, layering, and the README's two commands."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _readme_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return re.findall(r"```sh\n(.+?)\n```", text)
+
+
+def test_readme_opens_with_the_two_commands() -> None:
+    commands = _readme_commands()
+    assert len(commands) >= 2
+    assert "zkpy server" in commands[0]
+    assert "pytest" in commands[1]
+    first_block = (ROOT / "README.md").read_text(encoding="utf-8").split("```")[1]
+    assert "zkpy server" in first_block
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert _readme_commands()[1] in ci
+
+
+def test_ruff_is_clean() -> None:
+    ruff = shutil.which("ruff")
+    cmd = [ruff] if ruff else [sys.executable, "-m", "ruff"]
+    result = subprocess.run([*cmd, "check", "src", "tests", "bench"], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_import_layers_hold() -> None:
+    lint = shutil.which("lint-imports")
+    assert lint, "import-linter is part of the test extras"
+    result = subprocess.run([lint], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
