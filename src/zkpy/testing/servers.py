@@ -132,9 +132,17 @@ def start_zkpy(settings: dict[str, str] | None = None, ready_s: float = 20.0) ->
     return server
 
 
-def start_apache(settings: dict[str, str] | None = None, ready_s: float = 60.0) -> ServerProcess:
-    """An Apache ZooKeeper 3.8 standalone server (Debian's package), TTL nodes enabled."""
+def start_apache(settings: dict[str, str] | None = None, ready_s: float = 60.0,
+                 jvm_props: dict[str, str] | None = None) -> ServerProcess:
+    """An Apache ZooKeeper 3.8 standalone server (Debian's package), TTL nodes enabled.
+
+    ``jvm_props`` become ``-Dkey=value`` system properties. ``jute.maxbuffer`` in ``settings``
+    is passed as the system property too: ZooKeeper reads it from there, not from zoo.cfg.
+    """
     settings = dict(settings or {})
+    props = dict(jvm_props or {})
+    if "jute.maxbuffer" in settings:
+        props.setdefault("jute.maxbuffer", settings["jute.maxbuffer"])
     extended = settings.pop("extendedTypesEnabled", "true")
     settings.setdefault("admin.enableServer", "false")
     workdir = tempfile.mkdtemp(prefix="zk-apache-test-")
@@ -142,7 +150,7 @@ def start_apache(settings: dict[str, str] | None = None, ready_s: float = 60.0) 
     cfg = _write_cfg(workdir, port, settings)
     log_path = os.path.join(workdir, "server.log")
     cmd = ["java", "-Xmx512m", f"-Dzookeeper.extendedTypesEnabled={extended}", "-Dzookeeper.admin.enableServer=false",
-           "-cp", f"{ZK_CONF_DIR}:{ZK_JAR}", "org.apache.zookeeper.server.ZooKeeperServerMain", cfg]
+           *(f"-D{k}={v}" for k, v in props.items()), "-cp", f"{ZK_CONF_DIR}:{ZK_JAR}", "org.apache.zookeeper.server.ZooKeeperServerMain", cfg]
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
     server = ServerProcess("apache", port, proc, workdir, log_path)

@@ -46,9 +46,12 @@ class Node:
         self.children: dict[str, None] = {}
 
     def stat(self) -> Stat:
-        return Stat(self.czxid, self.mzxid, self.ctime, self.mtime, self.version, self.cversion,
-                    self.aversion, self.ephemeral_owner, len(self.data) if self.data else 0,
-                    len(self.children), self.pzxid)
+        """The client's Stat. ``cversion`` is stored as the count of child creations (it names
+        sequential children); clients see creations plus deletions, ``2 * cversion - children``,
+        as ZooKeeper's DataNode.copyStat reports it."""
+        n = len(self.children)
+        return Stat(self.czxid, self.mzxid, self.ctime, self.mtime, self.version, self.cversion * 2 - n,
+                    self.aversion, self.ephemeral_owner, len(self.data) if self.data else 0, n, self.pzxid)
 
 
 def ephemeral_kind(owner: int) -> str:
