@@ -1,0 +1,205 @@
+"""``python -m bench``: measure zkpy and Apache ZooKeeper 3.8 back to back with the same generator.
+
+Starts each server as a real standalone process on 127.0.0.1 (``zkpy.testing.servers``),
+creates the znodes, then for every workload runs zkpy and then Apache ZooKeeper, and prints
+one table with throughput, latency percentiles, CPU used and the zkpy/ZooKeeper ratio.
+``--hosts`` benchmarks an already running server instead (for profiling it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from .workload import (
+    CREATE,
+    READ,
+    WRITE,
+    CreateSpec,
+    RunResult,
+    Target,
+    ThroughputSpec,
+    percentile_ms,
+    prepare,
+    run,
+)
+
+MIXES = {"read": 0.0, "mixed": 0.1, "write": 1.0}
+LABELS = {"read": "reads (100% getData)", "mixed": "mixed 90/10 get/set", "write": "writes (100% setData)"}
+SERVER_NAMES = {"zkpy": "zkpy", "apache": "ZooKeeper"}
+
+
+@dataclass
+class Row:
+    workload: str
+    server: str
+    result: RunResult
+    kinds: tuple[str, ...]
+
+    def summary(self) -> dict[str, Any]:
+        merged = self.result.merged(self.kinds)
+        return {
+            "workload": self.workload, "server": self.server,
+            "ops_per_s": merged.ops / self.result.duration_s,
+            "p50_ms": percentile_ms(merged.latencies_ns, 50), "p99_ms": percentile_ms(merged.latencies_ns, 99),
+            "ops": merged.ops, "errors": self.result.errors, "error_codes": self.result.error_codes,
+            "server_cpu": self.result.server_cpu, "generator_cpu": self.result.generator_cpu,
+            "sessions": self.result.sessions,
+        }
+
+
+def _fmt(x: float | None, digits: int = 2) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    return f"{x:,.{digits}f}"
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    if not a or not b or math.isnan(a) or math.isnan(b):
+        return "-"
+    return f"{a / b:.2f}x"
+
+
+def table(rows: list[Row]) -> str:
+    by_workload: dict[str, dict[str, dict[str, Any]]] = {}
+    order: list[str] = []
+    for r in rows:
+        if r.workload not in by_workload:
+            order.append(r.workload)
+        by_workload.setdefault(r.workload, {})[r.server] = r.summary()
+    servers = [s for s in ("zkpy", "apache") if any(s in v for v in by_workload.values())]
+    servers += sorted({s for v in by_workload.values() for s in v} - set(servers))
+    head = ["workload"]
+    for s in servers:
+        n = SERVER_NAMES.get(s, s)
+        head += [f"{n} ops/s", f"{n} p50 ms", f"{n} p99 ms", f"{n} CPU"]
+    compare = "zkpy" in servers and "apache" in servers
+    if compare:
+        head += ["ops/s zkpy/ZK", "p99 zkpy/ZK"]
+    head += ["errors"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    for w in order:
+        cells = [w]
+        errors = 0
+        for s in servers:
+            d = by_workload[w].get(s)
+            if d is None:
+                cells += ["-"] * 4
+                continue
+            errors += d["errors"]
+            cpu = "-" if d["server_cpu"] is None else f"{d['server_cpu']:.2f}"
+            cells += [_fmt(d["ops_per_s"], 0), _fmt(d["p50_ms"]), _fmt(d["p99_ms"]), cpu]
+        if compare:
+            z, a = by_workload[w].get("zkpy"), by_workload[w].get("apache")
+            cells += [_ratio(z and z["ops_per_s"], a and a["ops_per_s"]),
+                      _ratio(z and z["p99_ms"], a and a["p99_ms"])]
+        cells.append(str(errors))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _csv_ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--servers", default="zkpy,apache", help="which servers to start (default: zkpy,apache)")
+    p.add_argument("--hosts", help="benchmark this running server (host:port) instead of starting any")
+    p.add_argument("--pid", type=int, help="with --hosts: the server's pid, for CPU accounting")
+    p.add_argument("--modes", default="read,mixed,write,create", help="workloads (default: read,mixed,write,create)")
+    p.add_argument("--duration", type=float, default=10.0, help="measured seconds per throughput run (default 10)")
+    p.add_argument("--warmup", type=float, default=2.0, help="unmeasured seconds before each run (default 2)")
+    p.add_argument("--create-duration", type=float, default=5.0, help="measured seconds per create run (default 5)")
+    p.add_argument("--processes", type=int, default=2, help="generator processes (default 2)")
+    p.add_argument("--sessions", type=int, default=16, help="sessions per generator process (default 16)")
+    p.add_argument("--outstanding", type=int, default=16, help="outstanding requests per session (default 16)")
+    p.add_argument("--workers", default="1,10,20", help="create-mode worker counts (default 1,10,20)")
+    p.add_argument("--nodes", type=int, default=1000, help="znodes read and written (default 1000)")
+    p.add_argument("--value-size", type=int, default=1024, help="bytes per znode value (default 1024)")
+    p.add_argument("--json", help="also write the figures to this JSON file")
+    return p.parse_args(argv)
+
+
+def _log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    for m in modes:
+        if m not in MIXES and m != "create":
+            raise SystemExit(f"unknown mode {m!r}")
+    started: list[Any] = []
+    targets: dict[str, Target] = {}
+    try:
+        if args.hosts:
+            targets["server"] = Target.parse(args.hosts, args.pid)
+        else:
+            from zkpy.testing.servers import apache_available, start_apache, start_zkpy
+
+            for name in [s.strip() for s in args.servers.split(",") if s.strip()]:
+                if name == "apache" and not apache_available():
+                    _log("Apache ZooKeeper is not installed: skipping it")
+                    continue
+                _log(f"starting {name}")
+                server = (start_zkpy if name == "zkpy" else start_apache)()
+                started.append(server)
+                targets[name] = Target("127.0.0.1", server.port, server.proc.pid)
+        for name, target in targets.items():
+            prepare(target, args.nodes, args.value_size)
+            _log(f"{name}: {target.host}:{target.port} pid {target.pid} ready")
+
+        rows: list[Row] = []
+        for mode in modes:
+            if mode in MIXES:
+                spec = ThroughputSpec(MIXES[mode], args.processes, args.sessions, args.outstanding, args.nodes,
+                                      args.value_size, args.warmup, args.duration)
+                for name, target in targets.items():
+                    result = run("throughput", target, spec)
+                    rows.append(Row(LABELS[mode], name, result, (READ, WRITE)))
+                    _log(f"{name} {mode}: {result.rate():,.0f} ops/s, errors {result.errors}")
+            else:
+                for workers in _csv_ints(args.workers):
+                    cspec = CreateSpec(workers, args.processes, args.value_size, min(args.warmup, 1.0),
+                                       args.create_duration)
+                    for name, target in targets.items():
+                        result = run("create", target, cspec)
+                        rows.append(Row(f"create, {workers} worker{'s' if workers > 1 else ''}", name, result,
+                                        (CREATE,)))
+                        _log(f"{name} create x{workers}: {result.rate((CREATE,)):,.0f} creates/s, "
+                             f"errors {result.errors}")
+    finally:
+        for server in started:
+            server.cleanup()
+
+    print()
+    print(f"machine: {platform.node()} {platform.machine()}, {_cpus()} CPUs, Python {platform.python_version()}")
+    print(f"generator: {args.processes} processes x {args.sessions} sessions x {args.outstanding} outstanding; "
+          f"{args.nodes} znodes of {args.value_size} B; {args.duration:g}s measured after {args.warmup:g}s warmup "
+          f"(create: {args.create_duration:g}s)")
+    print("CPU = cores the server process used during the measured window")
+    print()
+    print(table(rows))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump([r.summary() for r in rows], f, indent=2)
+    return 1 if any(r.result.errors for r in rows) else 0
+
+
+def _cpus() -> int:
+    import os
+
+    return os.cpu_count() or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""`zkpy server` as an operator runs it: config errors, signals, connection limits."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from zkpy.testing.rawclient import RawClient
+from zkpy.testing.servers import start_zkpy
+
+
+def run_server(args: list[str], cwd: Path, timeout: float = 20) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "zkpy.cli.main", "server", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize(("line", "key"), [
+    ("tickTime=fast", "tickTime"),
+    ("clientPort=-3", "clientPort"),
+    ("maxSessionTimeout=1000", "minSessionTimeout"),
+    ("4lw.commands.whitelist=ruok,rmrf", "4lw.commands.whitelist"),
+    ("extendedTypesEnabled=maybe", "extendedTypesEnabled"),
+    ("noSuchKey=1", "noSuchKey"),
+])
+def test_bad_config_exits_2_naming_key_and_file(tmp_path: Path, line: str, key: str) -> None:
+    cfg = tmp_path / "zoo.cfg"
+    cfg.write_text(f"dataDir={tmp_path}/data\nclientPort=0\n{line}\n", encoding="utf-8")
+    result = run_server([str(cfg)], tmp_path)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert key in lines[0] and str(cfg) in lines[0]
+
+
+def test_missing_config_file_exits_2(tmp_path: Path) -> None:
+    result = run_server([str(tmp_path / "nope.cfg")], tmp_path)
+    assert result.returncode == 2 and "nope.cfg" in result.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signals_shut_down_cleanly(sig: int) -> None:
+    server = start_zkpy()
+    try:
+        client = RawClient("127.0.0.1", server.port)
+        assert server.stop(sig) == 0
+        assert client.closed_by_server()
+        assert "server shut down" in server.log()
+    finally:
+        server.cleanup()
+
+
+def test_max_client_cnxns_per_ip() -> None:
+    server = start_zkpy({"maxClientCnxns": "3"})
+    try:
+        clients = [RawClient("127.0.0.1", server.port) for _ in range(3)]
+        with pytest.raises((ConnectionError, OSError)):
+            RawClient("127.0.0.1", server.port, deadline_s=5)
+        assert "Too many connections from 127.0.0.1 - max is 3" in server.log()
+        clients[0].close()
+        clients[0].sock.close()
+        # a slot frees up once a connection goes away
+        for _ in range(50):
+            try:
+                RawClient("127.0.0.1", server.port, deadline_s=5).close()
+                break
+            except (ConnectionError, OSError):
+                continue
+        else:
+            pytest.fail("no connection accepted after one was closed")
+    finally:
+        server.cleanup()
+
+
+def test_listens_on_loopback_by_default(tmp_path: Path) -> None:
+    from zkpy.config import ServerConfig
+
+    assert ServerConfig().client_port_address == "127.0.0.1"
+    server = start_zkpy()
+    try:
+        out = subprocess.run(["ss", "-ltnH", f"sport = :{server.port}"], capture_output=True, text=True)
+        if out.returncode == 0 and out.stdout.strip():
+            assert "127.0.0.1:" in out.stdout
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5):
+            pass
+    finally:
+        server.cleanup()

@@ -1,0 +1,255 @@
+"""Debian's ``zkCli.sh`` runs one script against zkpy and against Apache ZooKeeper 3.8.
+
+The two transcripts must be identical once the values that legitimately differ between
+two servers (times, zxids, session ids, the port) are normalised. One JVM per server runs
+the whole script: with no command on its command line and no JLine on its class path,
+``ZooKeeperMain`` reads commands from stdin line by line until EOF, then exits without
+closing the session (so no racy ``state:Closed`` event at the end).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import subprocess
+
+import pytest
+
+from zkpy.testing.servers import ServerProcess
+
+ZKCLI = "/usr/share/zookeeper/bin/zkCli.sh"
+
+# digest ids: user:base64(sha1("user:password"))
+ALICE = "alice:aYXlLOpEooaV1cRAvUL1fp9Qt7E="  # alice:secret
+BOB = "bob:ikIaKsbtGweaHnb/jKn7OHqbunM="  # bob:pw
+
+# One command per line. zkCli prints nothing for a command it runs, so each result is
+# recognisable only by its content; the comments say what each block checks.
+SCRIPT = f"""
+ls /
+ls /zookeeper
+create /zkcli
+create /zkcli/plain
+create /zkcli/data hello
+create /zkcli/data again
+create /zkcli/missing/child
+create zkcli/relative
+create /zkcli/trailing/
+create /zkcli//double
+create /zkcli/./dot
+create -s /zkcli/seq- one
+create -s /zkcli/seq- two
+create -s /zkcli/plain/
+create -e /zkcli/eph ephemeral
+create -e /zkcli/eph again
+create /zkcli/eph/child
+create -s -e /zkcli/eseq- x
+create -c /zkcli/cont
+create /zkcli/cont/child c
+create -t 600000 /zkcli/ttl t
+create -s -t 600000 /zkcli/sttl- t
+create -e -c /zkcli/bad
+create -t 10 -e /zkcli/bad
+create /zkcli/empty ""
+ls /zkcli
+ls -s /zkcli
+ls -R /zkcli
+ls /zkcli/missing
+ls -R /zkcli/missing
+ls zkcli
+get /zkcli/plain
+get /zkcli/empty
+get /zkcli/data
+get -s /zkcli/data
+get -s /zkcli/eph
+get -s /zkcli/cont
+get /zkcli/missing
+get -s /zkcli/ttl
+stat /zkcli
+stat /zkcli/seq-0000000001
+stat /zkcli/missing
+getAllChildrenNumber /zkcli
+getAllChildrenNumber /zkcli/missing
+getEphemerals /zkcli/e
+getEphemerals /zkcli/nothing
+set /zkcli/data world
+set -v 1 /zkcli/data world2
+set -v 7 /zkcli/data nope
+set -s /zkcli/data w3
+set -s -v 3 /zkcli/data w4
+set /zkcli/missing x
+get -s /zkcli/data
+delete /zkcli
+delete /zkcli/missing
+delete -v 5 /zkcli/plain
+delete -v 0 /zkcli/plain
+delete /zkcli/plain/0000000000
+delete -v 0 /zkcli/plain
+delete /zkcli/plain
+delete /
+deleteall /zkcli/missing
+create /zkcli/tree
+create /zkcli/tree/a
+create /zkcli/tree/a/b
+create /zkcli/tree/c
+deleteall /zkcli/tree
+ls /zkcli/tree
+whoami
+create /zkcli/bob bobs {"digest:" + BOB + ":cdrwa"}
+get /zkcli/bob
+getAcl /zkcli/bob
+set /zkcli/bob x
+create /zkcli/bob/child
+delete /zkcli/bob
+stat /zkcli/bob
+ls /zkcli/bob
+create /zkcli/noauth x auth::cdrwa
+create /zkcli/acls acl
+setAcl /zkcli/acls auth::cdrwa
+setAcl /zkcli/acls ip:999.1.1.1:r
+setAcl /zkcli/acls digest:nocolon:r
+setAcl /zkcli/acls bogus:x:r
+setAcl /zkcli/missing world:anyone:r
+create /zkcli/ip ip
+setAcl /zkcli/ip ip:127.0.0.1:cdrwa
+getAcl /zkcli/ip
+get /zkcli/ip
+setAcl /zkcli/ip ip:10.0.0.0/8:cdrwa
+get /zkcli/ip
+getAcl /zkcli/ip
+addauth digest alice:secret
+whoami
+create /zkcli/noauth x auth::cdrwa
+getAcl -s /zkcli/noauth
+create /zkcli/secure s
+setAcl /zkcli/secure {"digest:" + ALICE + ":cdrwa"}
+getAcl /zkcli/secure
+setAcl -s /zkcli/secure auth::cdrwa
+getAcl -s /zkcli/secure
+setAcl -v 9 /zkcli/secure world:anyone:cdrwa
+setAcl -s -v 2 /zkcli/secure world:anyone:r
+getAcl /zkcli/secure
+get /zkcli/secure
+set /zkcli/secure nope
+create /zkcli/secure/child
+setAcl /zkcli/secure world:anyone:cdrwa
+setAcl /zkcli/acls world:anyone:cdrwa
+setAcl /zkcli/acls digest:{BOB}:rw,world:anyone:c
+getAcl /zkcli/acls
+get /zkcli/acls
+create /zkcli/acls/child
+addauth digest bob:pw
+whoami
+get /zkcli/acls
+getAcl /zkcli/acls
+get /zkcli/bob
+sync /zkcli
+sync /zkcli/missing
+create /zkcli/w
+addWatch /zkcli/w
+create /zkcli/w/a a
+create /zkcli/w/a/b b
+set /zkcli/w/a/b bb
+delete /zkcli/w/a/b
+set /zkcli/w top
+create /zkcli/pw
+addWatch -m PERSISTENT /zkcli/pw
+create /zkcli/pw/x x
+set /zkcli/pw/x xx
+set /zkcli/pw p
+delete /zkcli/pw/x
+addWatch -m BOGUS /zkcli/pw
+addWatch /zkcli/missing
+get -w /zkcli/data
+set /zkcli/data once
+set /zkcli/data twice
+ls -w /zkcli/cont
+create /zkcli/cont/second
+create /zkcli/cont/third
+stat -w /zkcli/later
+create /zkcli/later
+delete /zkcli/later
+deleteall /zkcli
+ls /
+stat /zkcli
+whoami
+"""
+
+
+def run_zkcli(server: ServerProcess, script: str) -> str:
+    """Run the whole script in one zkCli.sh process; stdout and stderr merged in order."""
+    env = dict(os.environ)
+    # a client JVM: fast start matters more than peak speed
+    env["CLIENT_JVMFLAGS"] = "-Xshare:auto -XX:TieredStopAtLevel=1 -Xmx128m"
+    proc = subprocess.run([ZKCLI, "-server", server.hosts], input=script.encode("utf-8"),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, timeout=60, check=False)
+    return proc.stdout.decode("utf-8", "replace")
+
+
+_ZXID = re.compile(r"^(cZxid|mZxid|pZxid) = (0x[0-9a-f]+)$")
+_TIME = re.compile(r"^(ctime|mtime) = .*$")
+_OWNER = re.compile(r"^ephemeralOwner = 0x([0-9a-f]+)$")
+_PATH_LIST = re.compile(r"^\[(/[^\]]*)\]$")
+
+
+def normalise(raw: str, port: int) -> tuple[list[str], list[str]]:
+    """The transcript's lines and, separately, the watch events in the order they arrived."""
+    lines: list[str] = []
+    events: list[str] = []
+    zxids: dict[str, str] = {}
+    sessions: dict[str, str] = {}
+    for line in raw.splitlines():
+        if line.startswith("SLF4J:"):
+            continue  # the JVM's logging set-up, not the server's doing
+        if line in ("WATCHER::",) or line.startswith("WatchedEvent "):
+            # The event thread prints "\nWATCHER::" and "\nWatchedEvent ..." while the main
+            # thread prints command results: where they land relative to each other is a
+            # thread race. The events' own order (one event thread, server order) is kept.
+            if lines and lines[-1] == "":
+                lines.pop()
+            if line != "WATCHER::":
+                events.append(line)
+            continue
+        line = line.replace(f"127.0.0.1:{port}", "127.0.0.1:<port>")
+        m = _ZXID.match(line)
+        if m:
+            # zxids are numbered by first appearance: what is equal stays equal, the absolute
+            # counter is each server's business.
+            line = f"{m.group(1)} = <zxid{zxids.setdefault(m.group(2), str(len(zxids)))}>"
+        elif _TIME.match(line):
+            line = _TIME.sub(r"\1 = <time>", line)
+        else:
+            m = _OWNER.match(line)
+            if m:
+                value = int(m.group(1), 16)
+                top = value >> 56
+                if top not in (0x00, 0x80, 0xFF):  # 0x0 plain, 0x80.. container, 0xff.. TTL: keep
+                    line = f"ephemeralOwner = <session{sessions.setdefault(m.group(1), str(len(sessions)))}>"
+            else:
+                m = _PATH_LIST.match(line)
+                if m:
+                    # getEphemerals lists the session's ephemerals in the server's hash-set
+                    # order (Apache) or sorted (zkpy): the set is what matters.
+                    line = "[" + ", ".join(sorted(m.group(1).split(", "))) + "]"
+        lines.append(line)
+    while lines and lines[-1] == "":
+        lines.pop()
+    return lines, events
+
+
+def transcript(server: ServerProcess) -> list[str]:
+    lines, events = normalise(run_zkcli(server, SCRIPT), server.port)
+    return lines + ["", "--- watch events, in order ---"] + events
+
+
+@pytest.mark.skipif(not os.path.exists(ZKCLI), reason="Debian's zkCli.sh is not installed")
+def test_zkcli_script_matches_apache(zkpy_server: ServerProcess, apache_server: ServerProcess) -> None:
+    want = transcript(apache_server)
+    got = transcript(zkpy_server)
+    # the oracle itself must have run the script, or an equal pair of failures would pass
+    assert "Created /zkcli/data" in want, "\n".join(want)
+    assert any("NodeCreated path:/zkcli/w/a/b" in e for e in want), "\n".join(want)
+    if got != want:
+        diff = "\n".join(difflib.unified_diff(want, got, "apache", "zkpy", lineterm=""))
+        pytest.fail(f"zkCli.sh transcript differs (- apache, + zkpy):\n{diff}")
