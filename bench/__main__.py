@@ -78,7 +78,7 @@ def table(rows: list[Row]) -> str:
     head = ["workload"]
     for s in servers:
         n = SERVER_NAMES.get(s, s)
-        head += [f"{n} ops/s", f"{n} p50 ms", f"{n} p99 ms", f"{n} CPU"]
+        head += [f"{n} ops/s", f"{n} p50 ms", f"{n} p99 ms", f"{n} CPU (gen)"]
     compare = "zkpy" in servers and "apache" in servers
     if compare:
         head += ["ops/s zkpy/ZK", "p99 zkpy/ZK"]
@@ -93,7 +93,7 @@ def table(rows: list[Row]) -> str:
                 cells += ["-"] * 4
                 continue
             errors += d["errors"]
-            cpu = "-" if d["server_cpu"] is None else f"{d['server_cpu']:.2f}"
+            cpu = f"{_fmt(d['server_cpu'])} ({_fmt(d['generator_cpu'])})"
             cells += [_fmt(d["ops_per_s"], 0), _fmt(d["p50_ms"]), _fmt(d["p99_ms"]), cpu]
         if compare:
             z, a = by_workload[w].get("zkpy"), by_workload[w].get("apache")
@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"generator: {args.processes} processes x {args.sessions} sessions x {args.outstanding} outstanding; "
           f"{args.nodes} znodes of {args.value_size} B; {args.duration:g}s measured after {args.warmup:g}s warmup "
           f"(create: {args.create_duration:g}s)")
-    print("CPU = cores the server process used during the measured window")
+    print("CPU (gen) = cores used by the server (and by the generator processes) during the measured window")
     print()
     print(table(rows))
     if args.json:

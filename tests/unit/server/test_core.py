@@ -1,0 +1,101 @@
+"""The pure server core driven with bytes and a fake clock: no sockets, no threads."""
+
+from __future__ import annotations
+
+from zkpy.config import ServerConfig
+from zkpy.server.core import ServerCore
+from zkpy.wire.consts import EventType, OpCode
+from zkpy.wire.jute import INT
+from zkpy.wire.proto import (
+    ACL,
+    ConnectRequest,
+    ConnectResponse,
+    CreateRequest,
+    GetDataRequest,
+    Id,
+    ReplyHeader,
+    RequestHeader,
+    SetDataRequest,
+    WatcherEvent,
+)
+
+OPEN = [ACL(31, Id("world", "anyone"))]
+
+
+class Harness:
+    def __init__(self, **cfg: object) -> None:
+        self.now = 1_000_000
+        self.core = ServerCore(ServerConfig(**cfg), self.now, 1_700_000_000_000)  # type: ignore[arg-type]
+        self.ids = 0
+
+    def flush(self) -> None:
+        while self.core.proposals:
+            self.core.apply_persisted(len(self.core.proposals))
+
+    def connect(self, timeout: int = 10000):  # type: ignore[no-untyped-def]
+        self.ids += 1
+        conn = self.core.open(self.ids, "127.0.0.1", 40000 + self.ids)
+        payload = ConnectRequest(0, 0, timeout, 0, bytes(16)).to_bytes() + b"\x00"
+        self.core.receive(conn, INT.pack(len(payload)) + payload)
+        self.flush()
+        rsp = ConnectResponse.from_bytes(self.take(conn)[0])
+        assert rsp.sessionId != 0
+        return conn
+
+    def send(self, conn, xid: int, op: int, record) -> None:  # type: ignore[no-untyped-def]
+        payload = RequestHeader(xid, op).to_bytes() + record.to_bytes()
+        self.core.receive(conn, INT.pack(len(payload)) + payload)
+
+    @staticmethod
+    def take(conn) -> list[bytes]:  # type: ignore[no-untyped-def]
+        frames = [f[4:] for f in conn.out]
+        conn.out.clear()
+        return frames
+
+    def advance(self, ms: int) -> None:
+        self.now += ms
+        self.core.set_time(self.now, 1_700_000_000_000 + self.now)
+        self.core.tick()
+        self.flush()
+
+
+def test_nothing_is_acknowledged_before_persistence() -> None:
+    h = Harness()
+    c = h.connect()
+    h.send(c, 1, OpCode.CREATE, CreateRequest("/a", b"x", OPEN, 0))
+    h.send(c, 2, OpCode.GET_DATA, GetDataRequest("/a", False))
+    assert h.take(c) == []  # the create is proposed, the read waits behind it
+    assert len(h.core.proposals) == 1
+    h.flush()
+    replies = [ReplyHeader.read(f, 0)[0] for f in h.take(c)]
+    assert [(r.xid, r.err) for r in replies] == [(1, 0), (2, 0)]
+
+
+def test_event_is_queued_before_the_writers_reply_and_later_reads() -> None:
+    h = Harness()
+    a, b = h.connect(), h.connect()
+    h.send(b, 1, OpCode.CREATE, CreateRequest("/x", b"0", OPEN, 0))
+    h.flush()
+    h.take(b)
+    h.send(a, 1, OpCode.GET_DATA, GetDataRequest("/x", True))
+    h.take(a)
+    h.send(b, 2, OpCode.SET_DATA, SetDataRequest("/x", b"1", -1))
+    h.flush()
+    h.send(a, 2, OpCode.GET_DATA, GetDataRequest("/x", False))
+    frames = h.take(a)
+    first, pos = ReplyHeader.read(frames[0], 0)
+    assert first.xid == -1
+    assert WatcherEvent.from_bytes(frames[0][pos:]).type == EventType.NODE_DATA_CHANGED
+    assert ReplyHeader.read(frames[1], 0)[0].xid == 2
+
+
+def test_sessions_expire_on_tick_boundaries() -> None:
+    h = Harness(tick_ms=100, min_session_timeout_ms=200)
+    c = h.connect(timeout=300)
+    h.send(c, 1, OpCode.CREATE, CreateRequest("/e", b"", OPEN, 1))
+    h.flush()
+    h.advance(299)
+    assert h.core.tree.get("/e") is not None
+    h.advance(150)  # past the 300 ms timeout, within one tick
+    assert h.core.tree.get("/e") is None
+    assert c.closing

@@ -1,0 +1,118 @@
+"""The data tree as a state machine: Stat semantics, idempotent replay, digest, watch rules."""
+
+from __future__ import annotations
+
+import random
+
+from zkpy.tree.acl import OPEN_ACL_UNSAFE
+from zkpy.tree.datatree import DataTree
+from zkpy.tree.paths import path_error
+from zkpy.tree.watches import PERSISTENT, RECURSIVE, STANDARD
+from zkpy.wire.consts import EventType, OpCode
+from zkpy.wire.txn import CreateTxn, DeleteTxn, SetDataTxn, TxnHeader
+
+ACL = list(OPEN_ACL_UNSAFE)
+
+
+def hdr(zxid: int, op: int, session: int = 0) -> TxnHeader:
+    return TxnHeader(session, zxid, zxid, 1000 + zxid, op)
+
+
+def full_digest(tree: DataTree) -> int:
+    return sum(tree.node_digest(p, n) for p, n in tree.nodes.items()) & ((1 << 64) - 1)
+
+
+def test_system_nodes_exist() -> None:
+    tree = DataTree()
+    assert sorted(tree.nodes) == ["/", "/zookeeper", "/zookeeper/config", "/zookeeper/quota"]
+    assert tree.get("/zookeeper/config").aversion == -1
+
+
+def test_create_sets_stat_and_parent() -> None:
+    tree = DataTree()
+    tree.apply(hdr(5, OpCode.CREATE), CreateTxn("/a", b"xy", ACL, False, 1))
+    stat = tree.get("/a").stat()
+    assert (stat.czxid, stat.mzxid, stat.pzxid, stat.version, stat.dataLength) == (5, 5, 5, 0, 2)
+    root = tree.get("/").stat()
+    assert root.pzxid == 5 and root.numChildren == 2
+    tree.apply(hdr(6, OpCode.DELETE), DeleteTxn("/a"))
+    root = tree.get("/").stat()
+    assert root.pzxid == 6 and root.cversion == 2 * tree.get("/").cversion - 1
+
+
+def test_replaying_a_log_suffix_reaches_the_same_state() -> None:
+    rng = random.Random(7)
+    print("seed 7")
+    txns = []
+    zxid = 0
+    live: list[str] = []
+    root_cversion = 0  # prep settles the parent's cversion into each create, as ZooKeeper's does
+    for i in range(300):
+        zxid += 1
+        if live and rng.random() < 0.3:
+            path = live.pop(rng.randrange(len(live)))
+            txns.append((hdr(zxid, OpCode.DELETE), DeleteTxn(path)))
+        elif live and rng.random() < 0.5:
+            txns.append((hdr(zxid, OpCode.SET_DATA), SetDataTxn(rng.choice(live), str(i).encode(), zxid)))
+        else:
+            path = f"/n{i}"
+            live.append(path)
+            root_cversion += 1
+            txns.append((hdr(zxid, OpCode.CREATE), CreateTxn(path, b"", ACL, False, root_cversion)))
+    reference = DataTree()
+    for h, t in txns:
+        reference.apply(h, t)
+    # a "fuzzy snapshot" taken mid-way, then the whole log replayed from an earlier point
+    replayed = DataTree()
+    for h, t in txns[:200]:
+        replayed.apply(h, t)
+    for h, t in txns[150:]:
+        replayed.apply(h, t)
+    assert sorted(replayed.nodes) == sorted(reference.nodes)
+    assert replayed.digest == reference.digest == full_digest(reference)
+
+
+def test_digest_is_incremental_and_excludes_system_subtree() -> None:
+    tree = DataTree()
+    empty = tree.digest
+    tree.apply(hdr(1, OpCode.CREATE), CreateTxn("/a", b"1", ACL, False, -1))
+    tree.apply(hdr(2, OpCode.SET_DATA), SetDataTxn("/a", b"2", 1))
+    assert tree.digest == full_digest(tree) != empty
+    tree.apply(hdr(3, OpCode.SET_DATA), SetDataTxn("/zookeeper/quota", b"q", 1))
+    assert tree.digest == full_digest(tree)
+
+
+def test_watch_rules() -> None:
+    tree = DataTree()
+    tree.add_watch("/a", "one-time", data=True)
+    tree.add_watch("/", "children", data=False)
+    tree.add_watch("/", "recursive", True, RECURSIVE)
+    tree.add_watch("/", "recursive", False, RECURSIVE)
+    tree.add_watch("/a", "persistent", True, PERSISTENT)
+    tree.add_watch("/a", "persistent", False, PERSISTENT)
+    tree.apply(hdr(1, OpCode.CREATE), CreateTxn("/a", b"", ACL, False, -1))
+    fired = [(e.type, e.path, sorted(e.watchers)) for e in tree.events]
+    assert fired == [
+        (EventType.NODE_CREATED, "/a", ["one-time", "persistent", "recursive"]),
+        (EventType.NODE_CHILDREN_CHANGED, "/", ["children"]),  # recursive watches skip child events
+    ]
+    tree.events.clear()
+    tree.apply(hdr(2, OpCode.SET_DATA), SetDataTxn("/a", b"x", 1))
+    assert [sorted(e.watchers) for e in tree.events] == [["persistent", "recursive"]]  # one-time is gone
+
+
+def test_standard_and_persistent_watch_coexist() -> None:
+    tree = DataTree()
+    tree.add_watch("/a", "w", True, PERSISTENT)
+    tree.add_watch("/a", "w", True, STANDARD)
+    tree.apply(hdr(1, OpCode.CREATE), CreateTxn("/a", b"", ACL, False, -1))
+    tree.apply(hdr(2, OpCode.SET_DATA), SetDataTxn("/a", b"x", 1))
+    assert [e.type for e in tree.events] == [EventType.NODE_CREATED, EventType.NODE_DATA_CHANGED]
+
+
+def test_path_rules_match_zookeeper() -> None:
+    good = ["/", "/a", "/a/b", "/a.b", "/..a", "/a..", "/\ud7ff", "/zookeeper"]
+    bad = ["", "a", "/a/", "//a", "/a//b", "/.", "/./a", "/..", "/a/..", "/a\x00", "/a\x1f", "/a\x7f",
+           "/\ue000", "/\ufff0", "/\U0001F600"]
+    assert [p for p in good if path_error(p)] == []
+    assert [p for p in bad if not path_error(p)] == []
