@@ -1,20 +1,414 @@
-"""Four-letter words on the client port, with ZooKeeper 3.8's whitelist and output formats."""
+"""Four-letter words on the client port, with ZooKeeper 3.8's whitelist and output formats.
+
+A connection whose first four bytes are a known word (``FOUR_LETTER_WORDS``) gets one
+plain-text answer and is closed. Tools parse these answers, so each format follows 3.8
+line for line: ``zkServer.sh status`` greps ``Mode:`` from ``srvr``, kazoo reads
+``zookeeper.version=`` from ``envi`` (as ``major.minor.patch`` followed by anything) and
+expects exactly ``rw`` from ``isro``, exporters split ``mntr`` lines on the tab.
+
+Rules kept from 3.8 on purpose:
+- ``srvr`` always runs, whatever ``4lw.commands.whitelist`` says (zkServer.sh needs it);
+  ``*`` enables every word; a refused word is answered with one line, then the close.
+- the asking connection counts as one packet received, and its answer as one sent, so
+  ``stat`` lists it with ``recved=1,sent=0`` and ``srvr`` counts it among the connections;
+- ``wchs``, ``wchc`` and ``wchp`` report the data-watch table only (getData, exists and
+  addWatch registrations), not getChildren watches; ``mntr``'s ``zk_watch_count`` counts both;
+- the znode count includes the root twice, because ZooKeeper's tree keys the root under
+  both "" and "/" (a fresh server reports 5).
+
+This is a shell module: it reads the clock, the file system and the process's limits.
+"""
 
 from __future__ import annotations
 
+import getpass
+import os
+import platform
+import socket
+import struct
+import sys
+import time
+from collections.abc import Callable, Iterable
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
+import zkpy
+from zkpy.server.connection import Connection
 
-def answer(word: str, server: Any) -> str:
-    """The text ZooKeeper would send for ``word`` (the connection closes after it)."""
-    allowed = server.config.four_letter_words
-    if word not in allowed and "*" not in allowed:
-        return f"{word} is not executed because it is not in the whitelist.\n"
-    if word == "ruok":
-        return "imok"
-    if word == "srvr":
-        core = server.core
-        return (f"Zookeeper version: 3.8.0-zkpy\nLatency min/avg/max: 0/0.0/0\nReceived: {core.stats.packets_received}\n"
-                f"Sent: {core.stats.packets_sent}\nConnections: {len(server.protocols)}\nOutstanding: {core.outstanding}\n"
-                f"Zxid: 0x{core.tree.last_processed_zxid:x}\nMode: standalone\nNode count: {core.tree.node_count()}\n")
-    return ""
+_MASK64 = (1 << 64) - 1
+_LONG = struct.Struct(">q")
+DEFAULT_TRACE_MASK = 306  # ZooTrace's default mask, reported by gtmk until stmk sets another
+SESSIONLESS_CNXN_TIMEOUT_MS = 10000  # the bucket width ZooKeeper's connection expiry queue uses
+
+Answer = Callable[[Any, Connection | None], str]
+
+
+# ---- the entry point ----
+
+def answer(word: str, server: Any, conn: Connection | None = None) -> str:
+    """The text ZooKeeper would send for ``word`` (the connection closes after it).
+
+    ``server`` is the running ``ZkServer`` (``core``, ``config``, ``protocols``); ``conn`` is
+    the connection that asked, if the caller has it.
+    """
+    core = server.core
+    if conn is not None:
+        conn.received += 1
+        core.stats.packets_received += 1
+    if is_enabled(word, server.config.four_letter_words):
+        text = COMMANDS[word](server, conn)
+    else:
+        text = f"{word} is not executed because it is not in the whitelist.\n"
+    if conn is not None:
+        conn.sent += 1
+        core.stats.packets_sent += 1
+    return text
+
+
+def is_enabled(word: str, whitelist: Iterable[str]) -> bool:
+    allowed = set(whitelist)
+    return word == "srvr" or "*" in allowed or word in allowed
+
+
+def full_version() -> str:
+    """``3.8.0-zkpy-<version>, built on <date>``: parsers that read ZooKeeper's version see 3.8.0."""
+    return f"3.8.0-zkpy-{zkpy.__version__}, built on {_build_date()}"
+
+
+def _build_date() -> str:
+    try:
+        mtime = os.stat(zkpy.__file__).st_mtime
+    except (OSError, TypeError):
+        mtime = 0.0
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(mtime))
+
+
+# ---- formatting as Java prints it ----
+
+def java_double(value: float) -> str:
+    """``Double.toString``: plain between 1e-3 and 1e7, else ``d.dddE±n``; always a dot."""
+    if value == 0:
+        return "0.0"
+    if 1e-3 <= abs(value) < 1e7:
+        return repr(float(value))
+    sign, digits, exponent = Decimal(repr(float(value))).normalize().as_tuple()
+    text = "".join(map(str, digits))
+    power = len(text) + int(exponent) - 1
+    return f"{'-' if sign else ''}{text[0]}.{text[1:] or '0'}E{power}"
+
+
+def _avg(total: int, count: int) -> float:
+    """ZooKeeper's average latency: rounded half-up to four decimals."""
+    if not count:
+        return 0.0
+    return float((Decimal(total) / Decimal(count)).quantize(Decimal("0.0001"), rounding=ROUND_HALF_UP))
+
+
+def _hex(value: int) -> str:
+    """``Long.toHexString``: two's complement for negative values, no leading zeros."""
+    return f"{value & _MASK64:x}"
+
+
+def _address(conn: Connection) -> str:
+    """``InetSocketAddress.toString`` of an unresolved peer: ``/ip:port``."""
+    ip = f"[{conn.ip}]" if ":" in conn.ip else conn.ip
+    return f"/{ip}:{conn.port}"
+
+
+def _java_date(wall_ms: int) -> str:
+    """``java.util.Date.toString``: ``Sat Nov 21 01:00:41 UTC 2026`` in local time."""
+    return time.strftime("%a %b %d %H:%M:%S %Z %Y", time.localtime(wall_ms / 1000))
+
+
+# ---- what the words read ----
+
+def _connections(server: Any) -> list[Connection]:
+    return [server.core.connections[cid] for cid in sorted(server.core.connections)]
+
+
+def _session_of(server: Any, conn_id: Any) -> int:
+    conn = server.core.connections.get(conn_id)
+    return conn.session_id if conn is not None else 0
+
+
+def _znode_count(core: Any) -> int:
+    return int(core.tree.node_count()) + 1  # the root, counted under "" and "/" as ZooKeeper does
+
+
+def _approximate_data_size(core: Any) -> int:
+    """Path lengths plus data lengths over every znode (DataTree.approximateDataSize)."""
+    return sum(len(path) + (len(node.data) if node.data else 0) for path, node in core.tree.nodes.items())
+
+
+def _watch_count(core: Any) -> int:
+    return int(core.tree.data_watches.count()) + int(core.tree.child_watches.count())
+
+
+def _ephemerals_count(core: Any) -> int:
+    return sum(len(paths) for paths in core.tree.ephemerals.values())
+
+
+def _dir_size(path: str) -> int:
+    """Bytes in the files under ``path`` (a file's own size; 0 if it does not exist)."""
+    if os.path.isfile(path):
+        return os.path.getsize(path)
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(root, name))
+            except OSError:
+                pass
+    return total
+
+
+def _snap_dir(server: Any) -> str:
+    return os.path.join(os.path.abspath(server.config.data_dir), "version-2")
+
+
+def _log_dir(server: Any) -> str:
+    return os.path.join(os.path.abspath(server.config.log_dir), "version-2")
+
+
+def _open_fds() -> int | None:
+    for fd_dir in ("/proc/self/fd", "/dev/fd"):
+        try:
+            return len(os.listdir(fd_dir))
+        except OSError:
+            continue
+    return None
+
+
+def _max_fds() -> int | None:
+    try:
+        import resource
+    except ImportError:  # not on Unix
+        return None
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return int(soft) if soft != resource.RLIM_INFINITY else None
+
+
+# ---- connection and server statistics ----
+
+def _connection_info(conn: Connection, asking: Connection | None, brief: bool) -> str:
+    """One line of ``stat`` (brief) or ``cons`` (full), without the newline."""
+    reading = not (conn is asking or conn.paused or conn.closing)
+    out = [f" {_address(conn)}[{1 if reading else 0}](queued={conn.outstanding},recved={conn.received},"
+           f"sent={conn.sent}"]
+    if not brief and conn.session_id:
+        count = conn.latency_count
+        out.append(f",sid=0x{_hex(conn.session_id)},lop={conn.last_op},est={conn.established_ms},"
+                   f"to={conn.timeout_ms}")
+        if conn.last_cxid >= 0:
+            out.append(f",lcxid=0x{_hex(conn.last_cxid)}")
+        out.append(f",lzxid=0x{_hex(conn.last_zxid)},lresp={conn.last_response_ms},llat={conn.last_latency},"
+                   f"minlat={max(conn.min_latency, 0)},avglat={conn.total_latency // count if count else 0},"
+                   f"maxlat={conn.max_latency}")
+    out.append(")")
+    return "".join(out)
+
+
+def _server_stats(server: Any) -> str:
+    core = server.core
+    stats = core.stats
+    return (f"Latency min/avg/max: {max(stats.min_latency, 0)}/{java_double(_avg(stats.total_latency, stats.count))}"
+            f"/{stats.max_latency}\n"
+            f"Received: {stats.packets_received}\n"
+            f"Sent: {stats.packets_sent}\n"
+            f"Connections: {len(server.protocols)}\n"
+            f"Outstanding: {core.outstanding}\n"
+            f"Zxid: 0x{_hex(core.tree.last_processed_zxid)}\n"
+            f"Mode: {_server_state(server)}\n"
+            f"Node count: {_znode_count(core)}\n")
+
+
+def _server_state(server: Any) -> str:
+    return "standalone"
+
+
+# ---- the words ----
+
+def _ruok(server: Any, conn: Connection | None) -> str:
+    return "imok"
+
+
+def _srvr(server: Any, conn: Connection | None) -> str:
+    return f"Zookeeper version: {full_version()}\n{_server_stats(server)}"
+
+
+def _stat(server: Any, conn: Connection | None) -> str:
+    clients = "".join(_connection_info(c, conn, brief=True) + "\n" for c in _connections(server))
+    return f"Zookeeper version: {full_version()}\nClients:\n{clients}\n{_server_stats(server)}"
+
+
+def _cons(server: Any, conn: Connection | None) -> str:
+    return "".join(_connection_info(c, conn, brief=False) + "\n" for c in _connections(server)) + "\n"
+
+
+def _crst(server: Any, conn: Connection | None) -> str:
+    for c in _connections(server):
+        c.reset_stats()
+    return "Connection stats reset.\n"
+
+
+def _srst(server: Any, conn: Connection | None) -> str:
+    server.core.stats.reset()
+    return "Server stats reset.\n"
+
+
+def _mntr(server: Any, conn: Connection | None) -> str:
+    core = server.core
+    stats = core.stats
+    values: list[tuple[str, object]] = [
+        ("version", full_version()),
+        ("server_state", _server_state(server)),
+        ("avg_latency", java_double(_avg(stats.total_latency, stats.count))),
+        ("max_latency", stats.max_latency),
+        ("min_latency", max(stats.min_latency, 0)),
+        ("packets_received", stats.packets_received),
+        ("packets_sent", stats.packets_sent),
+        ("num_alive_connections", len(server.protocols)),
+        ("outstanding_requests", core.outstanding),
+        ("uptime", core.now_ms - core.started_ms),
+        ("znode_count", _znode_count(core)),
+        ("watch_count", _watch_count(core)),
+        ("ephemerals_count", _ephemerals_count(core)),
+        ("approximate_data_size", _approximate_data_size(core)),
+        ("global_sessions", len(core.sessions.sessions)),
+        ("local_sessions", 0),
+        ("connection_drop_probability", "0.0"),
+        ("outstanding_tls_handshake", 0),
+    ]
+    open_fds, max_fds = _open_fds(), _max_fds()
+    if open_fds is not None and max_fds is not None:  # ZooKeeper reports both, on Unix only
+        values += [("open_file_descriptor_count", open_fds), ("max_file_descriptor_count", max_fds)]
+    return "".join(f"zk_{key}\t{value}\n" for key, value in values)
+
+
+def _conf(server: Any, conn: Connection | None) -> str:
+    cfg = server.config
+    snap_dir, log_dir = _snap_dir(server), _log_dir(server)
+    try:
+        port = server.port
+    except (AssertionError, AttributeError, IndexError):
+        port = cfg.client_port
+    return (f"clientPort={port}\n"
+            f"secureClientPort=-1\n"
+            f"dataDir={snap_dir}\n"
+            f"dataDirSize={_dir_size(snap_dir)}\n"
+            f"dataLogDir={log_dir}\n"
+            f"dataLogSize={_dir_size(log_dir)}\n"
+            f"tickTime={cfg.tick_ms}\n"
+            f"maxClientCnxns={cfg.max_client_cnxns}\n"
+            f"minSessionTimeout={cfg.min_session_timeout}\n"
+            f"maxSessionTimeout={cfg.max_session_timeout}\n"
+            f"clientPortListenBacklog={getattr(server, 'listen_backlog', -1)}\n"
+            f"serverId={cfg.server_id}\n")
+
+
+def _envi(server: Any, conn: Connection | None) -> str:
+    """``key=value`` lines; Java's ``java.*`` entries become the interpreter's ``python.*``."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "<NA>"
+    entries = [
+        ("zookeeper.version", full_version()),
+        ("host.name", socket.gethostname() or "<NA>"),  # no DNS lookup: the event loop must not block
+        ("python.version", platform.python_version()),
+        ("python.implementation", platform.python_implementation()),
+        ("python.executable", sys.executable or "<NA>"),
+        ("python.path", os.pathsep.join(sys.path)),
+        ("os.name", platform.system() or "<NA>"),
+        ("os.arch", platform.machine() or "<NA>"),
+        ("os.version", platform.release() or "<NA>"),
+        ("user.name", user),
+        ("user.home", os.path.expanduser("~")),
+        ("user.dir", os.getcwd()),
+    ]
+    return "Environment:\n" + "".join(f"{key}={value}\n" for key, value in entries)
+
+
+def _wchs(server: Any, conn: Connection | None) -> str:
+    table = server.core.tree.data_watches
+    total = sum(len(paths) for paths in table.by_watcher.values())
+    return f"{len(table.by_watcher)} connections watching {len(table.by_path)} paths\nTotal watches:{total}\n"
+
+
+def _wchc(server: Any, conn: Connection | None) -> str:
+    table = server.core.tree.data_watches
+    out = []
+    for watcher in sorted(table.by_watcher, key=lambda w: (_session_of(server, w) & _MASK64, str(w))):
+        out.append(f"0x{_hex(_session_of(server, watcher))}\n")
+        out.extend(f"\t{path}\n" for path in sorted(table.by_watcher[watcher]))
+    return "".join(out) + "\n"
+
+
+def _wchp(server: Any, conn: Connection | None) -> str:
+    table = server.core.tree.data_watches
+    out = []
+    for path in sorted(table.by_path):
+        out.append(f"{path}\n")
+        sessions = sorted(_session_of(server, w) & _MASK64 for w in table.by_path[path])
+        out.extend(f"\t0x{_hex(sid)}\n" for sid in sessions)
+    return "".join(out) + "\n"
+
+
+def _expiry_sets(buckets: dict[int, list[str]], now_ms: int, wall_ms: int) -> str:
+    """ExpiryQueue.dump: ``Sets (buckets)/(members):``, then each bucket by expiry time."""
+    out = [f"Sets ({len(buckets)})/({sum(len(m) for m in buckets.values())}):\n"]
+    for expires_at in sorted(buckets):
+        members = buckets[expires_at]
+        out.append(f"{len(members)} expire at {_java_date(wall_ms + expires_at - now_ms)}:\n")
+        out.extend(f"\t{m}\n" for m in members)
+    return "".join(out)
+
+
+def _dump(server: Any, conn: Connection | None) -> str:
+    core = server.core
+    now_ms, wall_ms = core.now_ms, core.wall_ms
+    sessions = {t: [f"0x{_hex(sid)}" for sid in sorted(sids, key=lambda s: s & _MASK64)]
+                for t, sids in core.sessions.buckets.items() if sids}
+    ephemerals = core.tree.ephemerals
+    owners = sorted(ephemerals, key=lambda s: s & _MASK64)
+    eph = "".join(f"0x{_hex(sid)}:\n" + "".join(f"\t{p}\n" for p in sorted(ephemerals[sid])) for sid in owners)
+    width = SESSIONLESS_CNXN_TIMEOUT_MS
+    conns: dict[int, list[str]] = {}
+    for c in _connections(server):
+        session = core.sessions.sessions.get(c.session_id) if c.session_id else None
+        expires_at = session.expires_at if session is not None else (now_ms + width) // width * width + width
+        conns.setdefault(expires_at, []).append(f"ip: {_address(c)} sessionId: 0x{_hex(c.session_id)}")
+    return ("SessionTracker dump:\n"
+            f"Session {_expiry_sets(sessions, now_ms, wall_ms)}"
+            "ephemeral nodes dump:\n"
+            f"Sessions with Ephemerals ({len(owners)}):\n{eph}"
+            "Connections dump:\n"
+            f"Connections {_expiry_sets(conns, now_ms, wall_ms)}")
+
+
+def _dirs(server: Any, conn: Connection | None) -> str:
+    return f"datadir_size: {_dir_size(_snap_dir(server))}\nlogdir_size: {_dir_size(_log_dir(server))}\n"
+
+
+def _isro(server: Any, conn: Connection | None) -> str:
+    return "rw"  # a standalone zkpy server is never read-only
+
+
+def _gtmk(server: Any, conn: Connection | None) -> str:
+    return str(getattr(server, "trace_mask", DEFAULT_TRACE_MASK))
+
+
+def _stmk(server: Any, conn: Connection | None) -> str:
+    """``stmk`` is followed by the new mask, a big-endian long; the answer echoes it."""
+    if conn is None or conn.decoder.buffered < 12:
+        return ""  # the mask did not come with the word: ZooKeeper fails the command too
+    mask = _LONG.unpack(conn.decoder.peek(12)[4:])[0]
+    server.trace_mask = mask
+    return str(mask)
+
+
+COMMANDS: dict[str, Answer] = {
+    "ruok": _ruok, "srvr": _srvr, "stat": _stat, "mntr": _mntr, "conf": _conf, "cons": _cons,
+    "crst": _crst, "srst": _srst, "envi": _envi, "wchs": _wchs, "wchc": _wchc, "wchp": _wchp,
+    "dump": _dump, "dirs": _dirs, "isro": _isro, "gtmk": _gtmk, "stmk": _stmk,
+}

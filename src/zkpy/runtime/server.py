@@ -14,6 +14,7 @@ import logging
 import time
 from typing import Any
 
+from zkpy.admin.fourletter import DEFAULT_TRACE_MASK
 from zkpy.admin.fourletter import answer as answer_four_letter_word
 from zkpy.config import ServerConfig
 from zkpy.server.connection import Connection
@@ -65,7 +66,7 @@ class ClientProtocol(asyncio.Protocol):
         word = srv.core.receive(conn, data)
         if word is not None:
             assert self.transport is not None
-            self.transport.write(answer_four_letter_word(word, srv).encode("utf-8"))
+            self.transport.write(answer_four_letter_word(word, srv, conn).encode("utf-8"))
             self.transport.close()
             return
         srv.schedule_flush()
@@ -125,6 +126,8 @@ class ZkServer:
         self.protocols: dict[int, ClientProtocol] = {}
         self.per_ip: dict[str, int] = {}
         self.conn_ids = itertools.count(1)
+        self.listen_backlog = 1024  # reported by the conf four-letter word
+        self.trace_mask = DEFAULT_TRACE_MASK  # gtmk/stmk; zkpy does no tracing
         self._flush_scheduled = False
         self._server: asyncio.base_events.Server | None = None
         self._ticker: asyncio.TimerHandle | None = None
@@ -139,7 +142,7 @@ class ZkServer:
         self.loop = asyncio.get_running_loop()
         self._server = await self.loop.create_server(
             lambda: ClientProtocol(self), self.config.client_port_address, self.config.client_port,
-            reuse_address=True, backlog=1024)
+            reuse_address=True, backlog=self.listen_backlog)
         log.info("binding to port %s:%d", self.config.client_port_address, self.port)
         self._schedule_tick()
 

@@ -78,6 +78,15 @@ class Connection:
         if ident not in self.auth:
             self.auth.append(ident)
 
+    def reset_stats(self) -> None:
+        """Zero the counters (the ``crst`` four-letter word)."""
+        self.received = self.sent = 0
+        self.last_cxid = self.last_zxid = -1
+        self.last_op = "NA"
+        self.last_response_ms = self.last_latency = 0
+        self.min_latency = -1
+        self.max_latency = self.total_latency = self.latency_count = 0
+
     def record_latency(self, ms: int) -> None:
         self.last_latency = ms
         self.min_latency = ms if self.min_latency < 0 else min(self.min_latency, ms)

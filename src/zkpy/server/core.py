@@ -37,7 +37,7 @@ from zkpy.tree.acl import check_acl, digest_id, has_permission
 from zkpy.tree.datatree import DataTree, TxnResult, ephemeral_kind, ttl_of
 from zkpy.tree.watches import PERSISTENT, RECURSIVE
 from zkpy.wire.consts import AddWatchMode, EventType, KeeperState, OpCode, Perms, WatcherType, Xid
-from zkpy.wire.jute import INT
+from zkpy.wire.jute import INT, read_ustring
 from zkpy.wire.multi import OpResult, read_multi_request, write_multi_response
 from zkpy.wire.proto import (
     ACL,
@@ -63,14 +63,12 @@ from zkpy.wire.proto import (
     GetChildrenRequest,
     GetChildrenResponse,
     GetDataRequest,
-    GetDataResponse,
     GetEphemeralsRequest,
     GetEphemeralsResponse,
     Id,
     ReconfigRequest,
     RemoveWatchesRequest,
     ReplyHeader,
-    RequestHeader,
     SetACLRequest,
     SetACLResponse,
     SetDataRequest,
@@ -133,6 +131,8 @@ OP_NAMES = {
 }
 
 _NOTIFY_HEADER = ReplyHeader(Xid.NOTIFICATION, -1, 0).to_bytes()
+_REQUEST_HEADER = struct.Struct(">ii")
+_REPLY_HEADER = struct.Struct(">iqi")
 _SUPER = Id("super", "")
 
 
@@ -294,24 +294,24 @@ class ServerCore:
     # ---- packets ----
 
     def _packet(self, conn: Connection, frame: bytes) -> None:
-        hdr, pos = RequestHeader.read(frame, 0)
-        body = frame[pos:]
+        xid, op = _REQUEST_HEADER.unpack_from(frame, 0)
+        body = frame[8:]
         sid = conn.session_id
         self.sessions.touch(sid, self.now_ms)
-        op = hdr.type
         if op == OpCode.AUTH:
-            self._auth(conn, hdr.xid, body)
+            self._auth(conn, xid, body)
             return
         if op not in VALID_OPS:
             self.log(f"received packet at server of unknown type {op} from {conn.ip}:{conn.port}")
-            self._send(conn, ReplyHeader(hdr.xid, -1, Code.UNIMPLEMENTED).to_bytes())
+            self._send(conn, ReplyHeader(xid, -1, Code.UNIMPLEMENTED).to_bytes())
             self._close(conn, f"unknown type {op}")
             return
-        conn.last_cxid = hdr.xid
+        if xid >= 0:  # pings and other special xids are not the client's last operation
+            conn.last_cxid = xid
         if op in WRITE_OPS:
-            self._submit_write(conn, hdr.xid, op, body)
+            self._submit_write(conn, xid, op, body)
             return
-        read = QueuedRead(conn, hdr.xid, op, body, self.now_ms)
+        read = QueuedRead(conn, xid, op, body, self.now_ms)
         queue = self.queues.get(sid)
         if queue:
             queue.append(read)
@@ -482,7 +482,7 @@ class ServerCore:
         zxid = self.tree.last_processed_zxid
         if op == OpCode.PING:
             self._account(conn, r.xid, op, zxid, r.received_ms)
-            self._send(conn, ReplyHeader(Xid.PING, zxid, 0).to_bytes())
+            self._send(conn, _REPLY_HEADER.pack(Xid.PING, zxid, 0))
             return
         try:
             body = self._read_op(conn, op, r.body)
@@ -493,16 +493,20 @@ class ServerCore:
             self.log(f"failed to process {OP_NAMES.get(op, op)} from {conn.ip}:{conn.port}: {exc}")
             body, err = b"", int(Code.MARSHALLINGERROR)
         self._account(conn, r.xid, op, zxid, r.received_ms)
-        self._send(conn, ReplyHeader(r.xid, zxid, err).to_bytes() + body)
+        self._send(conn, _REPLY_HEADER.pack(r.xid, zxid, err) + body)
 
     def _read_op(self, conn: Connection, op: int, body: bytes) -> bytes:
         tree = self.tree
         if op == OpCode.GET_DATA:
-            req = GetDataRequest.read(body, 0)[0]
-            node = self._readable(req.path, conn)
-            if req.watch:
-                tree.add_watch(req.path, conn.conn_id, data=True)
-            return GetDataResponse(node.data, node.stat()).to_bytes()
+            path, pos = read_ustring(body, 0)
+            watch = body[pos]
+            node = self._readable(path, conn)
+            if watch:
+                tree.add_watch(path, conn.conn_id, data=True)
+            data = node.data
+            if data is None:
+                return b"\xff\xff\xff\xff" + node.stat_bytes()
+            return INT.pack(len(data)) + data + node.stat_bytes()
         if op == OpCode.EXISTS:
             req2 = ExistsRequest.read(body, 0)[0]
             path = req2.path
@@ -515,7 +519,7 @@ class ServerCore:
                 tree.add_watch(path, conn.conn_id, data=True)
             if node is None:
                 raise NoNodeError()
-            return node.stat().to_bytes()
+            return node.stat_bytes()
         if op in (OpCode.GET_CHILDREN, OpCode.GET_CHILDREN2):
             cls = GetChildrenRequest if op == OpCode.GET_CHILDREN else GetChildren2Request
             req3 = cls.read(body, 0)[0]

@@ -86,6 +86,8 @@ def check_acl(acl: Iterable[ACL], perm: int, auth: Sequence[Id]) -> None:
 
 
 def has_permission(acl: Iterable[ACL], perm: int, auth: Sequence[Id]) -> bool:
+    if acl is OPEN_ACL_UNSAFE:
+        return True  # world:anyone with every permission, shared by the tree's ACL cache
     acl = tuple(acl)
     if not acl:
         return True

@@ -27,6 +27,7 @@ from .paths import basename, parent_of
 from .watches import STANDARD, WatchTable
 
 _DIGEST_STAT = struct.Struct(">qqqqqiiiq")
+_STAT = struct.Struct(">qqqqiiiqiiq")  # jute Stat, packed straight from a node on the read path
 _MASK64 = (1 << 64) - 1
 
 
@@ -52,6 +53,12 @@ class Node:
         n = len(self.children)
         return Stat(self.czxid, self.mzxid, self.ctime, self.mtime, self.version, self.cversion * 2 - n,
                     self.aversion, self.ephemeral_owner, len(self.data) if self.data else 0, n, self.pzxid)
+
+    def stat_bytes(self) -> bytes:
+        """``stat().to_bytes()`` without building the record (the hot read path)."""
+        n = len(self.children)
+        return _STAT.pack(self.czxid, self.mzxid, self.ctime, self.mtime, self.version, self.cversion * 2 - n,
+                          self.aversion, self.ephemeral_owner, len(self.data) if self.data else 0, n, self.pzxid)
 
 
 def ephemeral_kind(owner: int) -> str:
@@ -103,6 +110,7 @@ class DataTree:
         self.events: list[WatchEvent] = []
         self.last_processed_zxid = 0
         self.digest = 0
+        self.acl_cache: dict[tuple[ACL, ...], tuple[ACL, ...]] = {OPEN_ACL_UNSAFE: OPEN_ACL_UNSAFE}
         root = Node(b"", OPEN_ACL_UNSAFE, 0, 0, 0)
         root.pzxid = root.czxid = root.mzxid = 0
         self._put("/", root)
@@ -134,6 +142,11 @@ class DataTree:
 
     def _rehash(self, path: str, node: Node) -> None:
         self.digest = (self.digest + self.node_digest(path, node)) & _MASK64
+
+    def intern_acl(self, acl: list[ACL] | tuple[ACL, ...]) -> tuple[ACL, ...]:
+        """One shared tuple per distinct ACL (ZooKeeper's ReferenceCountedACLCache, minus the counts)."""
+        key = tuple(acl)
+        return self.acl_cache.setdefault(key, key)
 
     # ---- reads ----
 
@@ -237,7 +250,7 @@ class DataTree:
             parent.pzxid = zxid
         parent.children[name] = None
         self._rehash(parent_path, parent)
-        node = Node(data, tuple(acl), zxid, time, owner)
+        node = Node(data, self.intern_acl(acl), zxid, time, owner)
         self._put(path, node)
         kind = ephemeral_kind(owner)
         if kind == "container":
@@ -294,7 +307,7 @@ class DataTree:
         if node is None:
             raise _TxnFailed(Code.NONODE)
         self._unhash(path, node)
-        node.acl, node.aversion = tuple(acl), version
+        node.acl, node.aversion = self.intern_acl(acl), version
         self._rehash(path, node)
         return node.stat()
 
