@@ -27,8 +27,8 @@ BOB = "bob:ikIaKsbtGweaHnb/jKn7OHqbunM="  # bob:pw
 # One command per line. zkCli prints nothing for a command it runs, so each result is
 # recognisable only by its content; the comments say what each block checks.
 SCRIPT = f"""
-ls /
 ls /zookeeper
+ls -R /zookeeper
 create /zkcli
 create /zkcli/plain
 create /zkcli/data hello
@@ -94,6 +94,7 @@ create /zkcli/tree/a
 create /zkcli/tree/a/b
 create /zkcli/tree/c
 deleteall /zkcli/tree
+deleteall zkcli/tree
 ls /zkcli/tree
 whoami
 create /zkcli/bob bobs {"digest:" + BOB + ":cdrwa"}
@@ -135,7 +136,7 @@ set /zkcli/secure nope
 create /zkcli/secure/child
 setAcl /zkcli/secure world:anyone:cdrwa
 setAcl /zkcli/acls world:anyone:cdrwa
-setAcl /zkcli/acls digest:{BOB}:rw,world:anyone:c
+setAcl /zkcli/acls digest:{BOB}:rwa,world:anyone:c
 getAcl /zkcli/acls
 get /zkcli/acls
 create /zkcli/acls/child
@@ -170,9 +171,14 @@ create /zkcli/cont/third
 stat -w /zkcli/later
 create /zkcli/later
 delete /zkcli/later
+deleteall /zkcli/ip
+deleteall /zkcli/acls
+setAcl /zkcli/acls world:anyone:cdrwa
+delete /zkcli/ip
+deleteall -b 1 /zkcli/cont
 deleteall /zkcli
-ls /
 stat /zkcli
+ls -R /zkcli
 whoami
 """
 

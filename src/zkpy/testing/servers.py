@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 ZK_JAR = "/usr/share/java/zookeeper.jar"
@@ -99,7 +100,9 @@ def _wait_ready(server: ServerProcess, deadline_s: float) -> None:
     raise RuntimeError(f"{server.kind} server did not answer ruok within {deadline_s}s:\n{server.log()[-4000:]}")
 
 
-def _write_cfg(workdir: str, port: int, settings: dict[str, str]) -> str:
+def _write_cfg(workdir: str, port: int, settings: Mapping[str, str | None]) -> str:
+    """zoo.cfg with the test defaults and ``settings`` on top; a value of ``None`` removes a
+    default key (e.g. ``{"4lw.commands.whitelist": None}`` for the server's own default)."""
     cfg = {
         "tickTime": "2000",
         "dataDir": os.path.join(workdir, "data"),
@@ -108,7 +111,11 @@ def _write_cfg(workdir: str, port: int, settings: dict[str, str]) -> str:
         "maxClientCnxns": "0",
         "4lw.commands.whitelist": "*",
     }
-    cfg.update(settings)
+    for key, value in settings.items():
+        if value is None:
+            cfg.pop(key, None)
+        else:
+            cfg[key] = value
     path = os.path.join(workdir, "zoo.cfg")
     with open(path, "w", encoding="utf-8") as f:
         for k, v in cfg.items():
@@ -116,7 +123,7 @@ def _write_cfg(workdir: str, port: int, settings: dict[str, str]) -> str:
     return path
 
 
-def start_zkpy(settings: dict[str, str] | None = None, ready_s: float = 20.0) -> ServerProcess:
+def start_zkpy(settings: Mapping[str, str | None] | None = None, ready_s: float = 20.0) -> ServerProcess:
     """A zkpy server from a zoo.cfg with ``settings`` on top of test defaults."""
     settings = dict(settings or {})
     settings.setdefault("extendedTypesEnabled", "true")
@@ -132,7 +139,7 @@ def start_zkpy(settings: dict[str, str] | None = None, ready_s: float = 20.0) ->
     return server
 
 
-def start_apache(settings: dict[str, str] | None = None, ready_s: float = 60.0,
+def start_apache(settings: Mapping[str, str | None] | None = None, ready_s: float = 60.0,
                  jvm_props: dict[str, str] | None = None) -> ServerProcess:
     """An Apache ZooKeeper 3.8 standalone server (Debian's package), TTL nodes enabled.
 
@@ -142,7 +149,7 @@ def start_apache(settings: dict[str, str] | None = None, ready_s: float = 60.0,
     settings = dict(settings or {})
     props = dict(jvm_props or {})
     if "jute.maxbuffer" in settings:
-        props.setdefault("jute.maxbuffer", settings["jute.maxbuffer"])
+        props.setdefault("jute.maxbuffer", settings["jute.maxbuffer"] or "")
     extended = settings.pop("extendedTypesEnabled", "true")
     settings.setdefault("admin.enableServer", "false")
     workdir = tempfile.mkdtemp(prefix="zk-apache-test-")

@@ -52,13 +52,23 @@ class Node:
         as ZooKeeper's DataNode.copyStat reports it."""
         n = len(self.children)
         return Stat(self.czxid, self.mzxid, self.ctime, self.mtime, self.version, self.cversion * 2 - n,
-                    self.aversion, self.ephemeral_owner, len(self.data) if self.data else 0, n, self.pzxid)
+                    self.aversion, client_owner(self.ephemeral_owner), len(self.data) if self.data else 0, n,
+                    self.pzxid)
 
     def stat_bytes(self) -> bytes:
         """``stat().to_bytes()`` without building the record (the hot read path)."""
         n = len(self.children)
         return _STAT.pack(self.czxid, self.mzxid, self.ctime, self.mtime, self.version, self.cversion * 2 - n,
-                          self.aversion, self.ephemeral_owner, len(self.data) if self.data else 0, n, self.pzxid)
+                          self.aversion, client_owner(self.ephemeral_owner), len(self.data) if self.data else 0, n,
+                          self.pzxid)
+
+
+def client_owner(owner: int) -> int:
+    """The ephemeralOwner a client's Stat shows: only a session's; 0 for containers and TTL
+    nodes, whose stored owner is a type marker (DataNode.getClientEphemeralOwner)."""
+    if owner < 0 and (owner == CONTAINER_EPHEMERAL_OWNER or (owner & TTL_MASK) == TTL_MASK):
+        return 0
+    return owner
 
 
 def ephemeral_kind(owner: int) -> str:
