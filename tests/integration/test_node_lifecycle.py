@@ -152,3 +152,47 @@ def test_set_watches_fires_what_changed_while_away(any_server: ServerProcess) ->
         back.close()
     finally:
         writer.close()
+
+
+def test_check_and_remove_watches(any_server: ServerProcess) -> None:
+    from zkpy.wire.consts import WatcherType
+    from zkpy.wire.proto import CheckWatchesRequest, GetChildrenRequest, RemoveWatchesRequest
+
+    path = f"/rw-{uuid.uuid4().hex[:8]}"
+    c = client(any_server)
+    try:
+        assert c.call(OpCode.CREATE, CreateRequest(path, b"", OPEN, 0)).header.err == 0
+        assert c.call(OpCode.CHECK_WATCHES, CheckWatchesRequest(path, WatcherType.ANY)).header.err == Code.NOWATCHER
+        c.call(OpCode.GET_DATA, GetDataRequest(path, True))
+        c.call(OpCode.GET_CHILDREN, GetChildrenRequest(path, True))
+        results = [
+            c.call(OpCode.CHECK_WATCHES, CheckWatchesRequest(path, WatcherType.DATA)).header.err,
+            c.call(OpCode.REMOVE_WATCHES, RemoveWatchesRequest(path, WatcherType.DATA)).header.err,
+            c.call(OpCode.CHECK_WATCHES, CheckWatchesRequest(path, WatcherType.DATA)).header.err,
+            c.call(OpCode.CHECK_WATCHES, CheckWatchesRequest(path, WatcherType.CHILDREN)).header.err,
+            c.call(OpCode.REMOVE_WATCHES, RemoveWatchesRequest(path, WatcherType.ANY)).header.err,
+            c.call(OpCode.REMOVE_WATCHES, RemoveWatchesRequest(path, WatcherType.ANY)).header.err,
+        ]
+        assert results == [0, 0, Code.NOWATCHER, 0, 0, Code.NOWATCHER]
+        # nothing fires once the watches are gone
+        assert c.call(OpCode.SET_DATA, SetDataRequest(path, b"x", -1)).header.err == 0
+        assert c.call(OpCode.EXISTS, ExistsRequest(path, False)).header.err == 0
+        assert c.notifications == []
+    finally:
+        c.close()
+
+
+def test_ip_acl(any_server: ServerProcess) -> None:
+    path = f"/ip-{uuid.uuid4().hex[:8]}"
+    c = client(any_server)
+    try:
+        mine = [ACL(31, Id("ip", "127.0.0.0/8"))]
+        other = [ACL(31, Id("ip", "10.1.2.3"))]
+        assert c.call(OpCode.CREATE, CreateRequest(path, b"", mine, 0)).header.err == 0
+        assert c.call(OpCode.GET_DATA, GetDataRequest(path, False)).header.err == 0
+        assert c.call(OpCode.CREATE, CreateRequest(f"{path}/x", b"", other, 0)).header.err == 0
+        assert c.call(OpCode.GET_DATA, GetDataRequest(f"{path}/x", False)).header.err == Code.NOAUTH
+        bad = [ACL(31, Id("ip", "not-an-ip"))]
+        assert c.call(OpCode.CREATE, CreateRequest(f"{path}/y", b"", bad, 0)).header.err == Code.INVALIDACL
+    finally:
+        c.close()
