@@ -175,6 +175,7 @@ deleteall /zkcli/ip
 deleteall /zkcli/acls
 setAcl /zkcli/acls world:anyone:cdrwa
 delete /zkcli/ip
+delete /zkcli/pw
 deleteall -b 1 /zkcli/cont
 deleteall /zkcli
 stat /zkcli
@@ -197,6 +198,7 @@ _ZXID = re.compile(r"^(cZxid|mZxid|pZxid) = (0x[0-9a-f]+)$")
 _TIME = re.compile(r"^(ctime|mtime) = .*$")
 _OWNER = re.compile(r"^ephemeralOwner = 0x([0-9a-f]+)$")
 _PATH_LIST = re.compile(r"^\[(/[^\]]*)\]$")
+_IDENTITY = re.compile(r"^[a-z0-9]+: \S")
 
 
 def normalise(raw: str, port: int) -> tuple[list[str], list[str]]:
@@ -241,7 +243,24 @@ def normalise(raw: str, port: int) -> tuple[list[str], list[str]]:
         lines.append(line)
     while lines and lines[-1] == "":
         lines.pop()
-    return lines, events
+    return _sort_whoami(lines), events
+
+
+def _sort_whoami(lines: list[str]) -> list[str]:
+    """whoami lists the connection's identities in the order the server returns them: Apache
+    keeps them in a hash set, so that order is its hash order, not a contract. Sort them."""
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        out.append(lines[i])
+        i += 1
+        if out[-1] == "Auth scheme: User":
+            j = i
+            while j < len(lines) and _IDENTITY.match(lines[j]):
+                j += 1
+            out.extend(sorted(lines[i:j]))
+            i = j
+    return out
 
 
 def transcript(server: ServerProcess) -> list[str]:

@@ -57,11 +57,17 @@ def _run(config: ServerConfig) -> None:
         await serve(config, stop)
 
     try:
-        import uvloop
-
-        uvloop.run(runner())
-    except ImportError:
-        asyncio.run(runner())
+        try:
+            import uvloop
+        except ImportError:
+            asyncio.run(runner())
+        else:
+            uvloop.run(runner())
+    except OSError as exc:
+        # e.g. the client port is taken: one clear line, not a traceback
+        click.echo(f"zkpy: cannot serve on {config.client_port_address}:{config.client_port}: {exc.strerror or exc}",
+                   err=True)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

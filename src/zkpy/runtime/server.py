@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import os
 import time
 from typing import Any
 
@@ -139,6 +140,9 @@ class ZkServer:
         return int(self._server.sockets[0].getsockname()[1])
 
     async def start(self) -> None:
+        os.makedirs(self.config.data_dir, exist_ok=True)
+        if self.config.data_log_dir:
+            os.makedirs(self.config.data_log_dir, exist_ok=True)
         self.loop = asyncio.get_running_loop()
         self._server = await self.loop.create_server(
             lambda: ClientProtocol(self), self.config.client_port_address, self.config.client_port,
