@@ -14,7 +14,7 @@ import math
 import platform
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .workload import (
@@ -41,6 +41,8 @@ class Row:
     server: str
     result: RunResult
     kinds: tuple[str, ...]
+    round_rates: list[float] = field(default_factory=list)
+    errors: int = 0  # over every round
 
     def summary(self) -> dict[str, Any]:
         merged = self.result.merged(self.kinds)
@@ -48,7 +50,8 @@ class Row:
             "workload": self.workload, "server": self.server,
             "ops_per_s": merged.ops / self.result.duration_s,
             "p50_ms": percentile_ms(merged.latencies_ns, 50), "p99_ms": percentile_ms(merged.latencies_ns, 99),
-            "ops": merged.ops, "errors": self.result.errors, "error_codes": self.result.error_codes,
+            "ops": merged.ops, "errors": self.errors, "error_codes": self.result.error_codes,
+            "round_ops_per_s": self.round_rates,
             "server_cpu": self.result.server_cpu, "generator_cpu": self.result.generator_cpu,
             "sessions": self.result.sessions,
         }
@@ -124,6 +127,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--workers", default="1,10,20", help="create-mode worker counts (default 1,10,20)")
     p.add_argument("--nodes", type=int, default=1000, help="znodes read and written (default 1000)")
     p.add_argument("--value-size", type=int, default=1024, help="bytes per znode value (default 1024)")
+    p.add_argument("--server-warmup", type=float, default=5.0,
+                   help="seconds of unmeasured 90/10 load on each server after it starts (default 5)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="repeat each run, alternating servers, and report the median round (default 1)")
     p.add_argument("--json", help="also write the figures to this JSON file")
     return p.parse_args(argv)
 
@@ -157,42 +164,69 @@ def main(argv: list[str] | None = None) -> int:
         for name, target in targets.items():
             prepare(target, args.nodes, args.value_size)
             _log(f"{name}: {target.host}:{target.port} pid {target.pid} ready")
+        if args.server_warmup > 0:  # let the JVM compile its hot paths before anything is measured
+            for name, target in targets.items():
+                warm = ThroughputSpec(0.1, args.processes, args.sessions, args.outstanding, args.nodes,
+                                      args.value_size, 0.0, args.server_warmup)
+                _log(f"{name}: warming up ({args.server_warmup:g}s of 90/10, unmeasured)")
+                run("throughput", target, warm)
 
         rows: list[Row] = []
         for mode in modes:
             if mode in MIXES:
-                spec = ThroughputSpec(MIXES[mode], args.processes, args.sessions, args.outstanding, args.nodes,
-                                      args.value_size, args.warmup, args.duration)
-                for name, target in targets.items():
-                    result = run("throughput", target, spec)
-                    rows.append(Row(LABELS[mode], name, result, (READ, WRITE)))
-                    _log(f"{name} {mode}: {result.rate():,.0f} ops/s, errors {result.errors}")
+                spec: ThroughputSpec | CreateSpec = ThroughputSpec(
+                    MIXES[mode], args.processes, args.sessions, args.outstanding, args.nodes, args.value_size,
+                    args.warmup, args.duration)
+                rows += _rounds("throughput", LABELS[mode], spec, targets, args.rounds, (READ, WRITE))
             else:
                 for workers in _csv_ints(args.workers):
-                    cspec = CreateSpec(workers, args.processes, args.value_size, min(args.warmup, 1.0),
-                                       args.create_duration)
-                    for name, target in targets.items():
-                        result = run("create", target, cspec)
-                        rows.append(Row(f"create, {workers} worker{'s' if workers > 1 else ''}", name, result,
-                                        (CREATE,)))
-                        _log(f"{name} create x{workers}: {result.rate((CREATE,)):,.0f} creates/s, "
-                             f"errors {result.errors}")
+                    spec = CreateSpec(workers, args.processes, args.value_size, min(args.warmup, 1.0),
+                                      args.create_duration)
+                    label = f"create, {workers} worker{'s' if workers > 1 else ''}"
+                    rows += _rounds("create", label, spec, targets, args.rounds, (CREATE,))
     finally:
         for server in started:
             server.cleanup()
 
     print()
-    print(f"machine: {platform.node()} {platform.machine()}, {_cpus()} CPUs, Python {platform.python_version()}")
+    print(f"machine: {platform.machine()}, {_cpus()} CPUs, {platform.platform()}, Python {platform.python_version()}")
     print(f"generator: {args.processes} processes x {args.sessions} sessions x {args.outstanding} outstanding; "
           f"{args.nodes} znodes of {args.value_size} B; {args.duration:g}s measured after {args.warmup:g}s warmup "
           f"(create: {args.create_duration:g}s)")
     print("CPU (gen) = cores used by the server (and by the generator processes) during the measured window")
     print()
     print(table(rows))
+    if args.rounds > 1:
+        print()
+        print(f"ops/s of each round (the table shows the median of {args.rounds}):")
+        for r in rows:
+            print(f"  {r.workload:26} {SERVER_NAMES.get(r.server, r.server):10} "
+                  + "  ".join(f"{x:,.0f}" for x in r.round_rates))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump([r.summary() for r in rows], f, indent=2)
-    return 1 if any(r.result.errors for r in rows) else 0
+    return 1 if any(r.errors for r in rows) else 0
+
+
+def _rounds(kind: str, label: str, spec: ThroughputSpec | CreateSpec, targets: dict[str, Target], rounds: int,
+            kinds: tuple[str, ...]) -> list[Row]:
+    """Run ``spec`` ``rounds`` times on every target, alternating which goes first; keep each median round."""
+    results: dict[str, list[RunResult]] = {name: [] for name in targets}
+    names = list(targets)
+    for r in range(rounds):
+        for name in names if r % 2 == 0 else names[::-1]:
+            result = run(kind, targets[name], spec)
+            results[name].append(result)
+            _log(f"{label} / {name} round {r + 1}: {result.rate(kinds):,.0f} ops/s, "
+                 f"p99 {percentile_ms(result.merged(kinds).latencies_ns, 99):.2f} ms, errors {result.errors}")
+    rows = []
+    for name, rs in results.items():
+        ranked = sorted(rs, key=lambda x: x.rate(kinds))
+        row = Row(label, name, ranked[(len(ranked) - 1) // 2], kinds)
+        row.round_rates = [x.rate(kinds) for x in rs]
+        row.errors = sum(x.errors for x in rs)
+        rows.append(row)
+    return rows
 
 
 def _cpus() -> int:

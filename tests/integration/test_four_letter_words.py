@@ -16,8 +16,8 @@ from contextlib import contextmanager
 
 import pytest
 from kazoo.client import KazooClient
-
 from tests.conftest import require_apache
+
 from zkpy.testing.servers import ServerProcess, four_letter, start_apache, start_zkpy
 
 MASK64 = (1 << 64) - 1
@@ -48,6 +48,16 @@ MNTR_KEYS = [  # what operators' dashboards and exporters read
 ]
 CONF_KEYS = ["clientPort", "secureClientPort", "dataDir", "dataDirSize", "dataLogDir", "dataLogSize", "tickTime",
              "maxClientCnxns", "minSessionTimeout", "maxSessionTimeout", "clientPortListenBacklog", "serverId"]
+
+
+@pytest.fixture(scope="module", params=["zkpy", "apache"])
+def own_server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
+    """A server only this module uses: counters and session counts move only by what a test does."""
+    if request.param == "apache":
+        require_apache()
+    server = start_zkpy() if request.param == "zkpy" else start_apache()
+    yield server
+    server.cleanup()
 
 
 def lines_match(text: str, patterns: list[str]) -> None:
@@ -166,16 +176,16 @@ def test_mntr_keys_are_apaches(zkpy_server: ServerProcess, apache_server: Server
     assert set(mntr(zkpy_server)) <= set(mntr(apache_server))
 
 
-def test_mntr_counts_follow_sessions_nodes_and_watches(any_server: ServerProcess) -> None:
-    before = mntr(any_server)
+def test_mntr_counts_follow_sessions_nodes_and_watches(own_server: ServerProcess) -> None:
+    before = mntr(own_server)
     path = unique("mntr")
-    with kazoo(any_server) as zk:
+    with kazoo(own_server) as zk:
         zk.create(path, b"12345")
         zk.create(path + "/eph", b"", ephemeral=True)
         zk.get(path, watch=lambda _e: None)
         zk.get_children(path, watch=lambda _e: None)
-        during = mntr(any_server)
-    after = mntr(any_server)
+        during = mntr(own_server)
+    after = mntr(own_server)
 
     def delta(values: dict[str, str], key: str) -> int:
         return int(values[key]) - int(before[key])
@@ -195,17 +205,17 @@ def test_mntr_counts_follow_sessions_nodes_and_watches(any_server: ServerProcess
 
 def test_cons_shows_each_session(any_server: ServerProcess) -> None:
     with kazoo(any_server) as zk1, kazoo(any_server) as zk2:
+        s1, s2 = sid_of(zk1), sid_of(zk2)
         zk1.create(unique("cons"), b"")
         text = four_letter(any_server.port, "cons")
-        sids = {sid_of(zk1), sid_of(zk2)}
     assert text.endswith("\n\n")
     lines = text[:-2].split("\n")
     full = [line for line in lines if ",sid=" in line]
     for line in full:
         assert re.fullmatch(rf" {FULL_CONN}\)", line), line
     seen = {re.search(r",sid=(0x[0-9a-f]+),", line).group(1) for line in full}  # type: ignore[union-attr]
-    assert sids <= seen
-    creator = next(line for line in full if f"sid={sid_of(zk1)}," in line)
+    assert {s1, s2} <= seen
+    creator = next(line for line in full if f"sid={s1}," in line)
     assert ",lop=CREA," in creator and ",to=10000," in creator
     assert any(re.fullmatch(rf" {ADDRESS}\[0\]\(queued=0,recved=1,sent=0\)", line) for line in lines)
 
@@ -294,15 +304,15 @@ def test_dump_shows_sessions_ephemerals_and_connections(any_server: ServerProces
 
 # ---- words that change state ----
 
-def test_srst_and_crst_reset_counters(any_server: ServerProcess) -> None:
-    with kazoo(any_server) as zk:
+def test_srst_and_crst_reset_counters(own_server: ServerProcess) -> None:
+    with kazoo(own_server) as zk:
         for _ in range(5):
             zk.exists("/")
-        assert four_letter(any_server.port, "crst") == "Connection stats reset.\n"
-        line = next(line for line in four_letter(any_server.port, "cons").splitlines() if sid_of(zk) in line)
+        assert four_letter(own_server.port, "crst") == "Connection stats reset.\n"
+        line = next(line for line in four_letter(own_server.port, "cons").splitlines() if sid_of(zk) in line)
         assert re.search(r"recved=[0-2],", line), line  # a ping may have arrived since
-        assert four_letter(any_server.port, "srst") == "Server stats reset.\n"
-        received = int(re.search(r"Received: (\d+)", four_letter(any_server.port, "srvr")).group(1))  # type: ignore[union-attr]
+        assert four_letter(own_server.port, "srst") == "Server stats reset.\n"
+        received = int(re.search(r"Received: (\d+)", four_letter(own_server.port, "srvr")).group(1))  # type: ignore[union-attr]
         assert 1 <= received <= 3
 
 
@@ -343,3 +353,13 @@ def test_explicit_whitelist_still_allows_srvr() -> None:
         assert four_letter(server.port, "cons") == "cons is not executed because it is not in the whitelist.\n"
     finally:
         server.cleanup()
+
+
+def test_averages_print_as_java_doubles() -> None:
+    """``Latency min/avg/max`` and ``zk_avg_latency`` carry Java's ``Double.toString``."""
+    from zkpy.admin.fourletter import java_double
+
+    cases = {0.0: "0.0", 5.1667: "5.1667", 12.0: "12.0", 0.001: "0.001", 0.0001: "1.0E-4",
+             0.00025: "2.5E-4", 1e7: "1.0E7", 12345678.5: "1.23456785E7"}
+    for value, text in cases.items():
+        assert java_double(value) == text

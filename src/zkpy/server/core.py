@@ -65,6 +65,7 @@ from zkpy.wire.proto import (
     GetDataRequest,
     GetEphemeralsRequest,
     GetEphemeralsResponse,
+    GetSASLRequest,
     Id,
     ReconfigRequest,
     RemoveWatchesRequest,
@@ -73,6 +74,7 @@ from zkpy.wire.proto import (
     SetACLResponse,
     SetDataRequest,
     SetDataResponse,
+    SetSASLResponse,
     SetWatches,
     SetWatches2,
     Stat,
@@ -248,7 +250,10 @@ class ServerCore:
     # ---- handshake ----
 
     def _connect(self, conn: Connection, frame: bytes) -> None:
-        req, pos = ConnectRequest.read(frame, 0)
+        try:
+            req, pos = ConnectRequest.read(frame, 0)
+        except (ProtocolError, struct.error) as exc:
+            raise ProtocolError(f"malformed connect request ({len(frame)} bytes): {exc}") from exc
         if pos < len(frame):
             conn.old_client = False  # the readOnly byte is there; we are never read-only
         if req.lastZxidSeen > self.tree.last_processed_zxid:
@@ -288,18 +293,25 @@ class ServerCore:
         sid = conn.session_id if valid else 0
         rsp = ConnectResponse(0, conn.timeout_ms if valid else 0, sid, session_password(sid) if valid else bytes(16))
         payload = rsp.to_bytes() + (b"" if conn.old_client else b"\x00")
-        conn.out.append(INT.pack(len(payload)) + payload)
+        conn.out.append(INT.pack(len(payload)) + payload)  # not _send: it goes out even to a closing connection
+        conn.sent += 1
+        self.stats.packets_sent += 1
         self.dirty.add(conn)
 
     # ---- packets ----
 
     def _packet(self, conn: Connection, frame: bytes) -> None:
+        if len(frame) < 8:
+            raise ProtocolError(f"request header truncated ({len(frame)} bytes, a RequestHeader needs 8)")
         xid, op = _REQUEST_HEADER.unpack_from(frame, 0)
         body = frame[8:]
         sid = conn.session_id
         self.sessions.touch(sid, self.now_ms)
         if op == OpCode.AUTH:
             self._auth(conn, xid, body)
+            return
+        if op == OpCode.SASL:
+            self._sasl(conn, xid, body)
             return
         if op not in VALID_OPS:
             self.log(f"received packet at server of unknown type {op} from {conn.ip}:{conn.port}")
@@ -337,6 +349,15 @@ class ServerCore:
         self.log(f"session 0x{conn.session_id & 0xFFFFFFFFFFFFFFFF:x}: auth success for scheme {scheme}")
         self._send(conn, ReplyHeader(xid, 0, 0).to_bytes())
 
+    def _sasl(self, conn: Connection, xid: int, body: bytes) -> None:
+        """zkpy has no SASL server. ZooKeeper without one answers a token with OK and a null token,
+        and closes the connection on a null token; so do we."""
+        token = GetSASLRequest.from_bytes(body).token
+        if token is None:
+            raise ProtocolError("SASL request with a null token")
+        self.log(f"SASL token from {conn.ip}:{conn.port} ignored: no SASL server is configured")
+        self._send(conn, _REPLY_HEADER.pack(xid, 0, 0) + SetSASLResponse(None).to_bytes())
+
     def _submit_write(self, conn: Connection, xid: int, op: int, body: bytes) -> None:
         try:
             if op == OpCode.MULTI:
@@ -347,12 +368,16 @@ class ServerCore:
                 request = INT.unpack_from(body, 0)[0] if op == OpCode.CREATE_SESSION else None
             else:
                 request = REQUEST_RECORDS[op].read(body, 0)[0]
+            _check_null_paths(op, request)
             error = None
         except (ProtocolError, ValueError, IndexError, struct.error) as exc:
             self.log(f"failed to decode {OP_NAMES.get(op, op)} from {conn.ip}:{conn.port}: {exc}")
             request, error = None, MarshallingError()
         if op == OpCode.CREATE_SESSION:
-            # a client may not create sessions over an established one
+            # a client may not create sessions over an established one (ZooKeeper answers it with a
+            # second ConnectResponse and no reply; zkpy refuses it with BadArguments)
+            self.log(f"refusing createSession from established session 0x{conn.session_id & 0xFFFFFFFFFFFFFFFF:x} "
+                     f"at {conn.ip}:{conn.port}")
             error = error or BadArgumentsError("createSession from a client")
         self._propose(op, request, conn, xid, conn.session_id, error)
 
@@ -399,7 +424,7 @@ class ServerCore:
         if queue and queue[0] is p:
             queue.popleft()
         conn.outstanding -= 1
-        if p.op == OpCode.CREATE_SESSION:
+        if p.op == OpCode.CREATE_SESSION and p.error is None:
             if conn.state is ConnState.AWAIT_SESSION:
                 self._established(conn)
                 self._process_frames(conn)
@@ -510,9 +535,9 @@ class ServerCore:
         if op == OpCode.EXISTS:
             req2 = ExistsRequest.read(body, 0)[0]
             path = req2.path
-            if path is None or "\0" in path:
+            if path is not None and "\0" in path:
                 raise BadArgumentsError()
-            node = tree.get(path)
+            node = self._node_at(path)
             if node is not None:
                 check_acl(node.acl, Perms.READ, conn.auth)
             if req2.watch:
@@ -536,7 +561,7 @@ class ServerCore:
             return GetAllChildrenNumberResponse(tree.all_children_number(path)).to_bytes()
         if op == OpCode.GET_ACL:
             path = GetACLRequest.read(body, 0)[0].path
-            node = tree.get(path)
+            node = self._node_at(path)
             if node is None:
                 raise NoNodeError()
             check_acl(node.acl, Perms.READ | Perms.ADMIN, conn.auth)
@@ -554,7 +579,7 @@ class ServerCore:
             req4 = AddWatchRequest.read(body, 0)[0]
             mode = RECURSIVE if req4.mode == AddWatchMode.PERSISTENT_RECURSIVE else PERSISTENT
             if req4.mode not in (AddWatchMode.PERSISTENT, AddWatchMode.PERSISTENT_RECURSIVE):
-                raise BadArgumentsError()
+                raise ProtocolError(f"unsupported addWatch mode {req4.mode}")
             tree.add_watch(req4.path, conn.conn_id, True, mode)
             tree.add_watch(req4.path, conn.conn_id, False, mode)
             return ErrorResponse(0).to_bytes()
@@ -564,7 +589,9 @@ class ServerCore:
             try:
                 wtype = WatcherType(req5.type)
             except ValueError:
-                raise BadArgumentsError() from None
+                raise ProtocolError(f"unsupported watcher type {req5.type}") from None
+            if req5.path is None and op == OpCode.CHECK_WATCHES:
+                raise ProtocolError("null path")
             tables = {WatcherType.CHILDREN: (tree.child_watches,), WatcherType.DATA: (tree.data_watches,),
                       WatcherType.ANY: (tree.child_watches, tree.data_watches)}[wtype]
             if op == OpCode.CHECK_WATCHES:
@@ -589,8 +616,15 @@ class ServerCore:
             return self._multi_read(conn, body)
         raise MarshallingError()
 
+    def _node_at(self, path: str | None) -> Any:
+        """The node a read names. ZooKeeper fails a null path with a marshalling error, and finds
+        the root under "" as well as "/" (its DataTree keys the root both ways)."""
+        if path is None:
+            raise ProtocolError("null path")
+        return self.tree.get(path or "/")
+
     def _readable(self, path: str, conn: Connection) -> Any:
-        node = self.tree.get(path)
+        node = self._node_at(path)
         if node is None:
             raise NoNodeError()
         check_acl(node.acl, Perms.READ, conn.auth)
@@ -627,6 +661,8 @@ class ServerCore:
         else:
             sw = SetWatches2.read(body, 0)[0]
             persistent, recursive = sw.persistentWatches, sw.persistentRecursiveWatches
+        if None in (*sw.dataWatches, *sw.existWatches, *sw.childWatches, *persistent, *recursive):
+            raise ProtocolError("null path in setWatches")
         rel = sw.relativeZxid
         wid = conn.conn_id
 
@@ -734,6 +770,20 @@ class ServerStats:
     @property
     def avg_latency(self) -> float:
         return self.total_latency / self.count if self.count else 0.0
+
+
+_NULL_PATH_FAILS = frozenset({OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL,
+                              OpCode.DELETE})
+
+
+def _check_null_paths(op: int, request: Any) -> None:
+    """ZooKeeper fails these writes, and a multi with any null path, with a marshalling error
+    (setData, setACL and check validate the path instead: BadArguments)."""
+    if op == OpCode.MULTI:
+        if any(o.request.path is None for o in request):
+            raise ProtocolError("null path in multi")
+    elif op in _NULL_PATH_FAILS and request.path is None:
+        raise ProtocolError("null path")
 
 
 def _user_name(ident: Id) -> str:

@@ -277,12 +277,16 @@ def _valid(path: Any) -> str:
     return path  # type: ignore[no-any-return]
 
 
+# ZooKeeper's own nodes (DataTree.isSpecialPath): no client may delete them
+_SPECIAL_PATHS = frozenset({"/", "/zookeeper", "/zookeeper/quota", "/zookeeper/config"})
+
+
 def _parent_checked(path: Any) -> str:
-    """getParentPathAndValidate: the path must be valid and not the root."""
-    _valid(path)
-    if path == "/":
-        raise BadArgumentsError(path, path)
-    return path  # type: ignore[no-any-return]
+    """getParentPathAndValidate: a deleted path has a '/', no NUL and is not one of ZooKeeper's own
+    nodes. It is not otherwise validated: a malformed path is simply not found (NoNode)."""
+    if not isinstance(path, str) or "/" not in path or "\0" in path or path in _SPECIAL_PATHS:
+        raise BadArgumentsError(str(path), path if isinstance(path, str) else None)
+    return path
 
 
 def _check_version(current: int, expected: int, path: str) -> int:

@@ -167,7 +167,9 @@ class DataTree:
         return len(self.nodes)
 
     def all_children_number(self, path: str) -> int:
-        prefix = "/" if path == "/" else path + "/"
+        if path == "/":
+            return len(self.nodes) - 1  # every node but the root itself
+        prefix = path + "/"
         return sum(1 for p in self.nodes if p.startswith(prefix))
 
     def add_watch(self, path: str, watcher: Any, data: bool, mode: int = STANDARD) -> None:

@@ -126,7 +126,7 @@ class WatcherType(IntEnum):
 # ephemeralOwner encodings of the extended node types (EphemeralType)
 CONTAINER_EPHEMERAL_OWNER = -(1 << 63)
 TTL_MASK = 0xFF00000000000000
-MAX_TTL_MS = 0x00FFFFFFFFFFFFFF
+MAX_TTL_MS = 0x000000FFFFFFFFFF  # EphemeralType.TTL.maxValue(): 40 bits; bits 40-55 are reserved
 
 PROTOCOL_VERSION = 0
 DEFAULT_MAX_BUFFER = 0xFFFFF  # jute.maxbuffer default (1 MiB - 1)

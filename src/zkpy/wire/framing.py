@@ -36,7 +36,8 @@ class FrameDecoder:
         while end - pos >= 4 and len(out) != limit:
             (n,) = INT.unpack_from(buf, pos)
             if n < 0 or n > self.max_buffer:
-                raise ProtocolError(f"Len error {n}")
+                raise ProtocolError(f"Len error: packet length {n} is negative or larger than "
+                                    f"jute.maxbuffer={self.max_buffer}")
             if end - pos - 4 < n:
                 break
             out.append(bytes(buf[pos + 4 : pos + 4 + n]))

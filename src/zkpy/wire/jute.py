@@ -58,7 +58,7 @@ class Record:
         """Decode exactly one record; trailing bytes are allowed as ZooKeeper allows them."""
         try:
             obj, _ = cls.read(data, 0)  # type: ignore[attr-defined]
-        except (struct.error, IndexError, ValueError) as exc:
+        except (struct.error, IndexError, ValueError, ProtocolError) as exc:
             raise ProtocolError(f"malformed {cls.__name__}: {exc}") from exc
         return obj
 
