@@ -27,6 +27,7 @@ from .workload import (
     ThroughputSpec,
     percentile_ms,
     prepare,
+    remove,
     run,
 )
 
@@ -185,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
                     label = f"create, {workers} worker{'s' if workers > 1 else ''}"
                     rows += _rounds("create", label, spec, targets, args.rounds, (CREATE,))
     finally:
+        if args.hosts:  # leave someone else's server as we found it
+            for target in targets.values():
+                remove(target, args.nodes)
         for server in started:
             server.cleanup()
 

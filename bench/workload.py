@@ -34,6 +34,7 @@ from .client import RawSession, create_body, delete_body, get_data_body, set_dat
 NODE_ROOT = "/bench"
 CREATE_ROOT = "/bench-create"
 READ, WRITE, CREATE = "read", "write", "create"
+NODE_EXISTS = -110
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class ThroughputSpec:
     value_size: int = 1024
     warmup_s: float = 2.0
     duration_s: float = 10.0
+    root: str = NODE_ROOT  # the znodes are {root}/n000000 ... (see prepare)
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ class CreateSpec:
     value_size: int = 1024
     warmup_s: float = 1.0
     duration_s: float = 5.0
+    root: str = CREATE_ROOT  # parent of the created znodes (see prepare)
 
 
 @dataclass
@@ -122,25 +125,45 @@ def percentile_ms(latencies_ns: array[int], q: float) -> float:
 # --- setup (parent process) ---
 
 
-async def _prepare(target: Target, nodes: int, value_size: int) -> None:
+def node_paths(root: str, nodes: int) -> list[str]:
+    return [f"{root}/n{i:06d}" for i in range(nodes)]
+
+
+async def _prepare(target: Target, nodes: int, value_size: int, root: str, create_root: str) -> None:
     s = await RawSession.connect(target.host, target.port)
     try:
         value = os.urandom(value_size)
-        for path in (NODE_ROOT, CREATE_ROOT):
+        for path in (root, create_root):
             err, _ = await s.call(OpCode.CREATE, create_body(path, b""))
-            if err not in (0, -110):  # NODEEXISTS: prepared by an earlier mode
+            if err not in (0, NODE_EXISTS):  # prepared by an earlier run
                 raise RuntimeError(f"create {path}: error {err}")
-        futs = [s.call(OpCode.CREATE, create_body(f"{NODE_ROOT}/n{i:06d}", value)) for i in range(nodes)]
+        futs = [s.call(OpCode.CREATE, create_body(path, value)) for path in node_paths(root, nodes)]
         for err, _ in await asyncio.gather(*futs):
-            if err not in (0, -110):
-                raise RuntimeError(f"create {NODE_ROOT}/n...: error {err}")
+            if err not in (0, NODE_EXISTS):
+                raise RuntimeError(f"create {root}/n...: error {err}")
     finally:
         await s.close()
 
 
-def prepare(target: Target, nodes: int = 1000, value_size: int = 1024) -> None:
-    """Create the znodes the throughput mode reads and writes (idempotent)."""
-    asyncio.run(_prepare(target, nodes, value_size))
+def prepare(target: Target, nodes: int = 1000, value_size: int = 1024, root: str = NODE_ROOT,
+            create_root: str = CREATE_ROOT) -> None:
+    """Create ``root``, its ``nodes`` children of ``value_size`` bytes, and ``create_root`` (idempotent)."""
+    asyncio.run(_prepare(target, nodes, value_size, root, create_root))
+
+
+async def _remove(target: Target, nodes: int, root: str, create_root: str) -> None:
+    s = await RawSession.connect(target.host, target.port)
+    try:
+        await asyncio.gather(*(s.call(OpCode.DELETE, delete_body(p)) for p in node_paths(root, nodes)))
+        await s.call(OpCode.DELETE, delete_body(root))
+        await s.call(OpCode.DELETE, delete_body(create_root))
+    finally:
+        await s.close()
+
+
+def remove(target: Target, nodes: int = 1000, root: str = NODE_ROOT, create_root: str = CREATE_ROOT) -> None:
+    """Delete what ``prepare`` created (best effort: missing znodes are fine)."""
+    asyncio.run(_remove(target, nodes, root, create_root))
 
 
 # --- generator processes ---
@@ -176,7 +199,7 @@ async def _drain(sessions: list[RawSession], deadline_s: float = 10.0) -> None:
 async def _throughput_proc(target: Target, spec: ThroughputSpec, seed: int, barrier: Any) -> RunResult:
     rnd = random.Random(seed)
     value = rnd.randbytes(spec.value_size)
-    paths = [f"{NODE_ROOT}/n{i:06d}" for i in range(spec.nodes)]
+    paths = node_paths(spec.root, spec.nodes)
     reads = [get_data_body(p) for p in paths]
     writes = [set_data_body(p, value) for p in paths]
     stats = {READ: OpStats(), WRITE: OpStats()}
@@ -243,7 +266,7 @@ async def _create_proc(target: Target, spec: CreateSpec, proc_index: int, barrie
 
     def next_create(worker: int, now: int) -> None:
         seq[worker] += 1
-        path = f"{CREATE_ROOT}/w{worker}-{seq[worker]}"
+        path = f"{spec.root}/w{worker}-{seq[worker]}"
         sessions[worker].send(OpCode.CREATE, create_body(path, value), (worker, path), now)
 
     def on_reply(tag: tuple[int, str | None], err: int, sent: int, now: int) -> None:

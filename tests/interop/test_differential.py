@@ -563,6 +563,7 @@ class Example:
         self.watch_kind: dict[tuple[str, str], str] = {}  # (session name, path) -> one-time/persistent/recursive
         self.auth: list[list[tuple[str, str]]] = [[("ip", "127.0.0.1")] for _ in range(SLOTS)]
         self.norms = [Normalizer(s) for s in sides]
+        self.authed: set[int] = set()  # slots whose session added identities: replaced afterwards
         self.transcript: list[str] = []
 
     # -- paths and bookkeeping --
@@ -676,6 +677,7 @@ class Example:
                     results.append("ok")
                 except Exception as exc:
                     results.append(repr(exc))
+            self.authed.add(adjusted.slot)
             ident = digest(adjusted.credential) if adjusted.scheme == "digest" else adjusted.credential
             if (adjusted.scheme, ident) not in self.auth[adjusted.slot]:
                 self.auth[adjusted.slot].append((adjusted.scheme, ident))
@@ -683,6 +685,7 @@ class Example:
             for w in [side.replace(adjusted.slot) for side in self.sides]:
                 w.wait(TIMEOUT_S)
             self.auth[adjusted.slot] = [("ip", "127.0.0.1")]
+            self.authed.discard(adjusted.slot)
             results = ["closed", "closed"]
         elif isinstance(adjusted, Read) and adjusted.opcode == OP_EXISTS and self.unreadable(adjusted):
             results = ["skipped: exists on a node the session may not read"] * 2
@@ -790,6 +793,10 @@ class Example:
             # anything left (nodes created by sessions we did not learn about): walk and delete
             self.sweep(side, self.root)
         self.round_trip()
+        # identities outlive the example: such sessions are replaced, so the next one starts clean
+        waits = [side.replace(slot) for slot in sorted(self.authed) for side in self.sides]
+        for w in waits:
+            w.wait(TIMEOUT_S)
 
     def sweep(self, side: Side, path: str) -> None:
         reply = side.admin.send(RawRequest(OP_GET_CHILDREN, _path_watch(path, False),

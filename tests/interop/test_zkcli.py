@@ -209,6 +209,7 @@ delete /zkcli/later
     ("clean up: deleteall NoAuth (walk and delete), batched deleteall, the last events", """
 deleteall /zkcli/ip
 deleteall /zkcli/acls
+ls /zkcli/acls
 setAcl /zkcli/acls world:anyone:cdrwa
 delete /zkcli/ip
 delete /zkcli/pw
@@ -249,6 +250,11 @@ def normalise(raw: str, port: int) -> tuple[list[str], list[str]]:
     for line in raw.splitlines():
         if line.startswith("SLF4J:"):
             continue  # the JVM's logging set-up, not the server's doing
+        if line == "Failed to delete some node(s) in the subtree!":
+            # deleteall's batched delete in the 3.8.0 client releases its semaphore before it
+            # records a failed multi, so this line may or may not appear against any server.
+            # The script lists the subtree afterwards: what was (not) deleted stays checked.
+            continue
         if line in ("WATCHER::",) or line.startswith("WatchedEvent "):
             # The event thread prints "\nWATCHER::" and "\nWatchedEvent ..." while the main
             # thread prints command results: where they land relative to each other is a

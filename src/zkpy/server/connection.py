@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from enum import Enum
 
+from zkpy.tree.acl import auth_order
 from zkpy.wire.consts import FOUR_LETTER_WORDS
 from zkpy.wire.framing import FrameDecoder
 from zkpy.wire.proto import Id
@@ -76,7 +77,7 @@ class Connection:
 
     def add_auth(self, ident: Id) -> None:
         if ident not in self.auth:
-            self.auth.append(ident)
+            self.auth = auth_order([*self.auth, ident])
 
     def reset_stats(self) -> None:
         """Zero the counters (the ``crst`` four-letter word)."""

@@ -36,9 +36,9 @@ from zkpy.server.sessions import SessionTracker, session_password
 from zkpy.tree.acl import check_acl, digest_id, has_permission
 from zkpy.tree.datatree import DataTree, TxnResult, ephemeral_kind, ttl_of
 from zkpy.tree.watches import PERSISTENT, RECURSIVE
-from zkpy.wire.consts import AddWatchMode, EventType, KeeperState, OpCode, Perms, WatcherType, Xid
+from zkpy.wire.consts import AddWatchMode, CreateMode, EventType, KeeperState, OpCode, Perms, WatcherType, Xid
 from zkpy.wire.jute import INT, read_ustring
-from zkpy.wire.multi import OpResult, read_multi_request, write_multi_response
+from zkpy.wire.multi import Op, OpResult, read_multi_request, write_multi_response
 from zkpy.wire.proto import (
     ACL,
     AddWatchRequest,
@@ -361,7 +361,7 @@ class ServerCore:
     def _submit_write(self, conn: Connection, xid: int, op: int, body: bytes) -> None:
         try:
             if op == OpCode.MULTI:
-                request: Any = read_multi_request(body, 0)[0]
+                request: Any = _as_zookeeper_reads_multi(read_multi_request(body, 0)[0])
             elif op == OpCode.DELETE_CONTAINER:
                 request = body.decode("utf-8", "replace")
             elif op in (OpCode.CLOSE_SESSION, OpCode.CREATE_SESSION):
@@ -389,6 +389,10 @@ class ServerCore:
         if error is None:
             hdr, txn, error = self.prep.prep(op, request, session, xid, auth, zxid, self.wall_ms,
                                              self.sessions.is_live(session) or op == OpCode.CREATE_SESSION)
+            if conn is not None and error is not None and (error.code == Code.BADARGUMENTS
+                                                           or op == OpCode.DELETE_CONTAINER):
+                self.log(f"{OP_NAMES.get(op, op)} from {conn.ip}:{conn.port} refused with "
+                         f"{Code(error.code).name}: {error}")
         else:
             hdr, txn = TxnHeader(session, xid, zxid, self.wall_ms, OpCode.ERROR), ErrorTxn(int(error.code))
         if op == OpCode.CLOSE_SESSION and error is None:
@@ -487,6 +491,9 @@ class ServerCore:
     def _multi_result(sub: TxnResult) -> OpResult:
         if sub.type == OpCode.ERROR:
             return OpResult(OpCode.ERROR, sub.err)
+        if sub.type in (OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL):
+            # ZooKeeper's CreateResult with a stat is always typed create2
+            return OpResult(OpCode.CREATE2, 0, path=sub.path, stat=sub.stat)
         return OpResult(sub.type, 0, path=sub.path, stat=sub.stat)
 
     def _account(self, conn: Connection, xid: int, op: int, zxid: int, received_ms: int) -> None:
@@ -514,6 +521,8 @@ class ServerCore:
             err = 0
         except ZookeeperError as exc:
             body, err = b"", int(exc.code)
+            if err == Code.BADARGUMENTS:
+                self.log(f"{OP_NAMES.get(op, op)} from {conn.ip}:{conn.port} refused with BADARGUMENTS")
         except (ProtocolError, ValueError, IndexError, struct.error) as exc:
             self.log(f"failed to process {OP_NAMES.get(op, op)} from {conn.ip}:{conn.port}: {exc}")
             body, err = b"", int(Code.MARSHALLINGERROR)
@@ -590,8 +599,9 @@ class ServerCore:
                 wtype = WatcherType(req5.type)
             except ValueError:
                 raise ProtocolError(f"unsupported watcher type {req5.type}") from None
-            if req5.path is None and op == OpCode.CHECK_WATCHES:
-                raise ProtocolError("null path")
+            if op == OpCode.CHECK_WATCHES and (req5.path is None or (req5.path and "/" not in req5.path)):
+                # ZooKeeper fails to walk the parents of such a path: a marshalling error
+                raise ProtocolError("null path" if req5.path is None else f"checkWatches path {req5.path!r} has no parent")
             tables = {WatcherType.CHILDREN: (tree.child_watches,), WatcherType.DATA: (tree.data_watches,),
                       WatcherType.ANY: (tree.child_watches, tree.data_watches)}[wtype]
             if op == OpCode.CHECK_WATCHES:
@@ -770,6 +780,32 @@ class ServerStats:
     @property
     def avg_latency(self) -> float:
         return self.total_latency / self.count if self.count else 0.0
+
+
+_CREATES = frozenset({OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL})
+
+
+def _as_zookeeper_reads_multi(ops: list[Op]) -> list[Op]:
+    """A multi's create ops as ZooKeeper's MultiOperationRecord reads them: the op's type comes
+    from its flags, not from its header (create2 is a plain create; flags 4 make a container
+    whatever the header said). TTL flags need a createTTL header, else the multi is malformed.
+    Without this, the txn type and the txn record of a sub-op could disagree."""
+    out = []
+    for o in ops:
+        if o.type in _CREATES:
+            flags = o.request.flags
+            if flags in (CreateMode.PERSISTENT_WITH_TTL, CreateMode.PERSISTENT_SEQUENTIAL_WITH_TTL):
+                if o.type != OpCode.CREATE_TTL:
+                    raise ProtocolError(f"TTL flags {flags} on a multi op of type {o.type}")
+                kind = OpCode.CREATE_TTL
+            elif flags == CreateMode.CONTAINER:
+                kind = OpCode.CREATE_CONTAINER
+            else:
+                kind = OpCode.CREATE
+            if kind != o.type:
+                o = Op(kind, o.request)
+        out.append(o)
+    return out
 
 
 _NULL_PATH_FAILS = frozenset({OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL,

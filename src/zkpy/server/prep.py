@@ -210,14 +210,14 @@ class Prep:
             mode = CreateMode(req.flags)
         except ValueError:
             raise BadArgumentsError(str(path), path) from None
-        if op == OpCode.CREATE_CONTAINER:
-            mode = CreateMode.CONTAINER
         if mode.is_ttl and not self.config.extended_types:
             raise UnimplementedError()
         if mode.is_ttl:
             if ttl > MAX_TTL_MS or ttl <= 0:
                 raise BadArgumentsError(str(path), path)
-        elif ttl >= 0:
+        elif ttl >= 0 or op == OpCode.CREATE_TTL:
+            # createTTL without TTL flags: ZooKeeper 3.8.0 takes it when ttl is -1 and then dies
+            # applying a TTL txn without a TTL (the server process exits); zkpy refuses it
             raise BadArgumentsError(str(path), path)
         _check_live(live)
         if not isinstance(path, str) or "/" not in path or "\0" in path:
@@ -235,10 +235,13 @@ class Prep:
         if ephemeral_kind(parent.ephemeral_owner) == "normal":
             raise NoChildrenForEphemeralsError(path, path)
         new_cversion = parent.cversion + 1
-        if mode.is_container:
+        # the opcode, not the flags, picks the txn (its type is the opcode): createContainer makes a
+        # container whatever its flags, and create/create2 with container flags a persistent node,
+        # as in ZooKeeper
+        if op == OpCode.CREATE_CONTAINER:
             txn: Any = CreateContainerTxn(path, req.data, list(acl), new_cversion)
             owner = CONTAINER_EPHEMERAL_OWNER
-        elif mode.is_ttl:
+        elif op == OpCode.CREATE_TTL:
             txn = CreateTTLTxn(path, req.data, list(acl), new_cversion, ttl)
             owner = to_signed64(TTL_MASK | ttl)
         else:

@@ -28,6 +28,37 @@ def digest_id(user_password: str) -> str:
     return f"{user}:{base64.b64encode(sha).decode('ascii')}"
 
 
+def _java_string_hash(s: str) -> int:
+    """java.lang.String.hashCode over UTF-16 code units, as an unsigned 32-bit int."""
+    h = 0
+    data = s.encode("utf-16-be", "surrogatepass")
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    return h
+
+
+def _java_id_hash(ident: Id) -> int:
+    """The jute-generated Id.hashCode(): 37 * (37 * 17 + scheme.hashCode()) + id.hashCode()."""
+    h = (37 * 17 + _java_string_hash(ident.scheme or "")) & 0xFFFFFFFF
+    return (37 * h + _java_string_hash(ident.id or "")) & 0xFFFFFFFF
+
+
+def auth_order(ids: Sequence[Id]) -> list[Id]:
+    """A connection's identities in ZooKeeper's order: its authInfo is a set backed by a
+    ConcurrentHashMap, iterated bin by bin, so whoAmI lists them, and an ``auth`` ACL id
+    expands to them, in hash order. Same-bin ids keep insertion order (exact below 12 ids,
+    before the table first grows)."""
+    n = 16
+    while len(ids) >= n - (n >> 2):
+        n *= 2
+
+    def bin_of(ident: Id) -> int:
+        h = _java_id_hash(ident)
+        return (h ^ (h >> 16)) & 0x7FFFFFFF & (n - 1)
+
+    return sorted(ids, key=bin_of)
+
+
 def _ip_valid(spec: str) -> bool:
     try:
         ipaddress.ip_network(spec, strict=False)

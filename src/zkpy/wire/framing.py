@@ -29,13 +29,18 @@ class FrameDecoder:
         return bytes(self._buf[self._pos : self._pos + n])
 
     def frames(self, limit: int = -1) -> list[bytes]:
-        """The complete frames received so far, in order (at most ``limit`` when it is not -1)."""
+        """The complete frames received so far, in order (at most ``limit`` when it is not -1).
+
+        ProtocolError when the next length is negative or above max_buffer, as soon as its four
+        bytes are in (its payload is never awaited), once every frame before it has been returned."""
         out: list[bytes] = []
         buf, pos = self._buf, self._pos
         end = len(buf)
         while end - pos >= 4 and len(out) != limit:
             (n,) = INT.unpack_from(buf, pos)
             if n < 0 or n > self.max_buffer:
+                if out:
+                    break  # the frames before the bad length are good: hand them over, raise next call
                 raise ProtocolError(f"Len error: packet length {n} is negative or larger than "
                                     f"jute.maxbuffer={self.max_buffer}")
             if end - pos - 4 < n:
