@@ -51,6 +51,8 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 
 from zkpy.testing.servers import ServerProcess
@@ -236,6 +238,11 @@ class Session:
         self.client.close()
 
 
+class ServerBroken(BaseException):
+    """A server process died or stopped answering: not a property of the example, so it is not
+    a hypothesis failure (BaseException passes through hypothesis) and ends the test at once."""
+
+
 class Side:
     """One server and the sessions the runner uses on it: SLOTS test sessions and an admin."""
 
@@ -243,23 +250,51 @@ class Side:
         self.kind = kind
         self.server = server
         self.generation = [0] * SLOTS
-        self.slots: list[Session] = []
+        self.slots: list[Session] = [Session(server.hosts, f"s{i}.0") for i in range(SLOTS)]
         self.admin = Session(server.hosts, "admin")
-        waits = [self.admin.start_async()]
-        for i in range(SLOTS):
-            s = Session(server.hosts, f"s{i}.0")
-            self.slots.append(s)
-            waits.append(s.start_async())
-        for w in waits:
-            w.wait(TIMEOUT_S)
-        self.admin.add_auth("digest", ADMIN_CREDENTIAL).get(timeout=TIMEOUT_S)
-        self.check_alive()
+        self.wait_started([s.start_async() for s in [self.admin, *self.slots]])
+        self.get(self.admin.add_auth("digest", ADMIN_CREDENTIAL))
+
+    def diagnosis(self, what: str) -> str:
+        rc = self.server.proc.poll()
+        state = "running" if rc is None else f"exited with {rc}"
+        return f"{self.kind}: {what}; server {state}; its log ends:\n{self.server.log()[-3000:]}"
+
+    def get(self, result: Any, what: str = "request") -> Any:
+        try:
+            return result.get(timeout=TIMEOUT_S)
+        except KazooTimeoutError:
+            if self.server.proc.poll() is not None:
+                raise ServerBroken(self.diagnosis(f"no answer to a {what}")) from None
+            raise AssertionError(self.diagnosis(f"no answer to a {what} within {TIMEOUT_S}s")) from None
+
+    def wait_started(self, events: list[Any]) -> None:
+        for e in events:
+            e.wait(TIMEOUT_S)
+        for s in [self.admin, *self.slots]:
+            if not s.client.connected:
+                raise ServerBroken(self.diagnosis(f"session {s.name} could not connect"))
 
     def check_alive(self) -> None:
         for s in [self.admin, *self.slots]:
             if s.lost or not s.client.connected:
-                raise AssertionError(f"{self.kind}: session {s.name} lost its connection\n"
-                                     f"{self.server.log()[-3000:]}")
+                raise AssertionError(self.diagnosis(f"session {s.name} lost its connection"))
+
+    def heal(self) -> None:
+        """Before an example: replace sessions a failed example broke (the example failed already)."""
+        if self.server.proc.poll() is not None:
+            raise ServerBroken(self.diagnosis("server process is gone"))
+        waits = [self.replace(i) for i, s in enumerate(self.slots) if s.lost or not s.client.connected]
+        if self.admin.lost or not self.admin.client.connected:
+            self.admin.stop()
+            self.admin = Session(self.server.hosts, "admin")
+            waits.append(self.admin.start_async())
+        self.wait_started(waits)
+        if not any(i == ("digest", digest(ADMIN_CREDENTIAL)) for i in self.admin_ids()):
+            self.get(self.admin.add_auth("digest", ADMIN_CREDENTIAL))
+
+    def admin_ids(self) -> set[tuple[str, str]]:
+        return {(scheme, digest(cred)) for scheme, cred in self.admin.client.auth_data}
 
     def replace(self, slot: int) -> Any:
         """Close the slot's session (closeSession) and start a new one in its place."""
@@ -661,8 +696,8 @@ class Example:
     # -- running --
 
     def send_all(self, make: Callable[[Side], Any]) -> list[Any]:
-        pending = [make(side) for side in self.sides]
-        return [p.get(timeout=TIMEOUT_S) for p in pending]
+        pending = [(side, make(side)) for side in self.sides]
+        return [side.get(p) for side, p in pending]
 
     def step(self, op: Op) -> None:
         adjusted = self.adjust(op)
@@ -673,17 +708,17 @@ class Example:
             results = []
             for side in self.sides:
                 try:
-                    side.slots[adjusted.slot].add_auth(adjusted.scheme, adjusted.credential).get(timeout=TIMEOUT_S)
+                    side.get(side.slots[adjusted.slot].add_auth(adjusted.scheme, adjusted.credential), "addauth")
                     results.append("ok")
-                except Exception as exc:
+                except KazooException as exc:
                     results.append(repr(exc))
             self.authed.add(adjusted.slot)
             ident = digest(adjusted.credential) if adjusted.scheme == "digest" else adjusted.credential
             if (adjusted.scheme, ident) not in self.auth[adjusted.slot]:
                 self.auth[adjusted.slot].append((adjusted.scheme, ident))
         elif isinstance(adjusted, Session_) and adjusted.what == "close":
-            for w in [side.replace(adjusted.slot) for side in self.sides]:
-                w.wait(TIMEOUT_S)
+            for side in self.sides:
+                side.wait_started([side.replace(adjusted.slot)])
             self.auth[adjusted.slot] = [("ip", "127.0.0.1")]
             self.authed.discard(adjusted.slot)
             results = ["closed", "closed"]
@@ -700,6 +735,7 @@ class Example:
         events = self.round_trip()
         record = [{"result": r, "events": e, "fixup": f} for r, e, f in zip(results, events, fixups)]
         self.transcript.append(f"{op!r}\n    zkpy:   {record[0]}\n    apache: {record[1]}")
+        STATS.note(op, record[1])
         if record[0] != record[1]:
             raise AssertionError(self.report("answers differ"))
 
@@ -740,12 +776,9 @@ class Example:
 
     def round_trip(self) -> list[dict[str, Any]]:
         """A sync on every session of both sides; then every event of the step has arrived."""
-        pending = []
-        for side in self.sides:
-            for s in side.slots:
-                pending.append(s.send(RawRequest(OP_SYNC, _string("/"), None)))
-        for p in pending:
-            p.get(timeout=TIMEOUT_S)
+        pending = [(side, s.send(RawRequest(OP_SYNC, _string("/"), None))) for side in self.sides for s in side.slots]
+        for side, p in pending:
+            side.get(p, "sync")
         out = []
         for side in self.sides:
             side.check_alive()
@@ -766,13 +799,15 @@ class Example:
             replies = [(p, side.admin.send(RawRequest(OP_EXISTS, _path_watch(p, False), READ_PARSERS[OP_EXISTS])))
                        for p in self.containers]
             for p, r in replies:
-                reply = r.get(timeout=TIMEOUT_S)
+                reply = side.get(r)
                 if reply.err == 0 and reply.body[7] == CONTAINER_OWNER and reply.body[5] > 0 and reply.body[9] == 0:
-                    side.admin.send(RawRequest(OP_DELETE, _string(p) + _INT.pack(-1), None)).get(timeout=TIMEOUT_S)
+                    side.get(side.admin.send(RawRequest(OP_DELETE, _string(p) + _INT.pack(-1), None)))
                     out[i].append(p)
         return out
 
     def setup(self) -> None:
+        for side in self.sides:
+            side.heal()
         for reply in self.send_all(lambda side: side.admin.send(RawRequest(
                 OP_CREATE, _string(self.root) + _buffer(b"") + _acls(OPEN_ACL) + _INT.pack(0), None))):
             assert reply.err == 0, reply
@@ -789,27 +824,51 @@ class Example:
         for side in self.sides:
             pending = [side.admin.send(RawRequest(OP_DELETE, _string(p) + _INT.pack(-1), None)) for p in doomed]
             for p in pending:
-                p.get(timeout=TIMEOUT_S)
+                side.get(p)
             # anything left (nodes created by sessions we did not learn about): walk and delete
             self.sweep(side, self.root)
         self.round_trip()
         # identities outlive the example: such sessions are replaced, so the next one starts clean
-        waits = [side.replace(slot) for slot in sorted(self.authed) for side in self.sides]
-        for w in waits:
-            w.wait(TIMEOUT_S)
+        for side in self.sides:
+            side.wait_started([side.replace(slot) for slot in sorted(self.authed)])
 
     def sweep(self, side: Side, path: str) -> None:
-        reply = side.admin.send(RawRequest(OP_GET_CHILDREN, _path_watch(path, False),
-                                           READ_PARSERS[OP_GET_CHILDREN])).get(timeout=TIMEOUT_S)
+        reply = side.get(side.admin.send(RawRequest(OP_GET_CHILDREN, _path_watch(path, False),
+                                                    READ_PARSERS[OP_GET_CHILDREN])))
         if reply.err != 0:
             return
         for child in reply.body:
             self.sweep(side, f"{path}/{child}")
-        side.admin.send(RawRequest(OP_DELETE, _string(path) + _INT.pack(-1), None)).get(timeout=TIMEOUT_S)
+        side.get(side.admin.send(RawRequest(OP_DELETE, _string(path) + _INT.pack(-1), None)))
 
     def report(self, what: str) -> str:
         lines = "\n".join(self.transcript[-40:])
         return f"{what} (seed {SEED}; ZKPY_DIFF_SEED={SEED} reruns this)\nroot {self.root}\n{lines}"
+
+
+class Stats:
+    """What the run exercised, printed at the end: a cheap check that the generator reaches things."""
+
+    def __init__(self) -> None:
+        self.examples = self.steps = self.events = 0
+        self.ops: dict[str, int] = {}
+        self.errors: dict[int, int] = {}
+
+    def note(self, op: Op, record: dict[str, Any]) -> None:
+        self.steps += 1
+        name = type(op).__name__.rstrip("_")
+        self.ops[name] = self.ops.get(name, 0) + 1
+        result = record["result"]
+        if isinstance(result, dict):
+            self.errors[result["err"]] = self.errors.get(result["err"], 0) + 1
+        self.events += sum(len(v) for v in record["events"].values())
+
+    def __str__(self) -> str:
+        return (f"{self.examples} examples, {self.steps} steps, {self.events} watch events; "
+                f"ops {dict(sorted(self.ops.items()))}; error codes {dict(sorted(self.errors.items()))}")
+
+
+STATS = Stats()
 
 
 @pytest.fixture(scope="module")
@@ -821,14 +880,22 @@ def sides(zkpy_server: ServerProcess, apache_server: ServerProcess) -> Iterator[
 
 
 def run_program(both: list[Side], program: list[Op]) -> None:
+    STATS.examples += 1
     example = Example(both)
     example.setup()
     try:
         for op in program:
             example.step(op)
         example.finish()
-    finally:
-        example.cleanup()
+    except ServerBroken as exc:
+        raise ServerBroken(f"{exc}\n{example.report('transcript')}") from None
+    except BaseException:
+        try:
+            example.cleanup()
+        except Exception:
+            pass  # the sessions are healed before the next example
+        raise
+    example.cleanup()
 
 
 def test_zkpy_answers_like_apache(sides: list[Side]) -> None:
@@ -845,7 +912,9 @@ def test_zkpy_answers_like_apache(sides: list[Side]) -> None:
 
     try:
         check()
+    except ServerBroken as exc:
+        pytest.fail(f"differential test stopped, a server broke (seed {SEED}):\n{exc}", pytrace=False)
     except BaseException:
         print(f"differential test failed; seed {SEED} (rerun with ZKPY_DIFF_SEED={SEED})")
         raise
-    print(f"{EXAMPLES} examples in {time.monotonic() - started:.1f}s")
+    print(f"{EXAMPLES} examples in {time.monotonic() - started:.1f}s: {STATS}")

@@ -605,7 +605,9 @@ class ServerCore:
             tables = {WatcherType.CHILDREN: (tree.child_watches,), WatcherType.DATA: (tree.data_watches,),
                       WatcherType.ANY: (tree.child_watches, tree.data_watches)}[wtype]
             if op == OpCode.CHECK_WATCHES:
-                found = any(t.contains(req5.path, conn.conn_id) for t in tables)
+                # 3.8's WatchManager.containsWatcher answers for the path, not the caller: found when
+                # any session watches it in that table (3.9's ZOOKEEPER-4466 checks the caller only)
+                found = any(t.by_path.get(req5.path) for t in tables)
             else:
                 found = False
                 for t in tables:
@@ -651,8 +653,8 @@ class ServerCore:
             except ZookeeperError as exc:
                 results.append(OpResult(OpCode.ERROR, int(exc.code)))
                 continue
-            if o.request.watch:
-                self.tree.add_watch(o.request.path, conn.conn_id, data=o.type == OpCode.GET_DATA)
+            # the watch flag of a multiRead op is ignored: ZooKeeper rebuilds each op as
+            # Op.getData/getChildren(path), which never watch
             if o.type == OpCode.GET_DATA:
                 results.append(OpResult(o.type, 0, data=node.data, stat=node.stat()))
             else:
