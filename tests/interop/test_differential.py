@@ -853,6 +853,10 @@ class Stats:
         self.examples = self.steps = self.events = 0
         self.ops: dict[str, int] = {}
         self.errors: dict[int, int] = {}
+        self.last: Example | None = None  # for a server that breaks between examples
+
+    def last_report(self) -> str:
+        return self.last.report("transcript") if self.last is not None else ""
 
     def note(self, op: Op, record: dict[str, Any]) -> None:
         self.steps += 1
@@ -882,13 +886,18 @@ def sides(zkpy_server: ServerProcess, apache_server: ServerProcess) -> Iterator[
 def run_program(both: list[Side], program: list[Op]) -> None:
     STATS.examples += 1
     example = Example(both)
-    example.setup()
+    try:
+        example.setup()
+    except ServerBroken as exc:
+        raise ServerBroken(f"{exc}\nthe example before:\n{STATS.last_report()}") from None
+    previous, STATS.last = STATS.last, example
     try:
         for op in program:
             example.step(op)
         example.finish()
     except ServerBroken as exc:
-        raise ServerBroken(f"{exc}\n{example.report('transcript')}") from None
+        before = previous.report("transcript") if previous is not None else ""
+        raise ServerBroken(f"{exc}\n{example.report('transcript')}\nthe example before:\n{before}") from None
     except BaseException:
         try:
             example.cleanup()

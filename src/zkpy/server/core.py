@@ -15,6 +15,7 @@ acknowledges a txn before the shell says it is persisted.
 from __future__ import annotations
 
 import struct
+import traceback
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -409,7 +410,17 @@ class ServerCore:
         """The first ``count`` proposals are durable: apply them and answer in order."""
         batch, self.proposals = self.proposals[:count], self.proposals[count:]
         for p in batch:
-            self._apply(p)
+            try:
+                self._apply(p)
+            except Exception:  # a bug must not stall every later write: log it loudly, drop the client
+                self.log(f"internal error applying zxid 0x{p.hdr.zxid:x} ({OP_NAMES.get(p.op, p.op)}):\n"
+                         + traceback.format_exc())
+                if p.conn is not None:
+                    self._close(p.conn, "internal error")
+                    queue = self.queues.get(p.hdr.clientId)
+                    if queue and queue[0] is p:
+                        queue.popleft()
+                    self._drain_queue(p.hdr.clientId)
 
     def _apply(self, p: Proposal) -> None:
         rc = self.tree.apply(p.hdr, p.txn)
