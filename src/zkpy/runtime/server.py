@@ -13,7 +13,6 @@ import itertools
 import logging
 import os
 import time
-from typing import Any
 
 from zkpy.admin.fourletter import DEFAULT_TRACE_MASK
 from zkpy.admin.fourletter import answer as answer_four_letter_word
@@ -191,8 +190,6 @@ class ZkServer:
             await self._server.wait_closed()
         log.info("server shut down")
 
-    def stats(self) -> dict[str, Any]:
-        return {"connections": len(self.protocols)}
 
 
 async def serve(config: ServerConfig, stop: asyncio.Event) -> None:

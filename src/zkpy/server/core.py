@@ -78,7 +78,6 @@ from zkpy.wire.proto import (
     SetSASLResponse,
     SetWatches,
     SetWatches2,
-    Stat,
     SyncRequest,
     SyncResponse,
     WatcherEvent,
@@ -761,14 +760,6 @@ class ServerCore:
     @property
     def outstanding(self) -> int:
         return sum(len(q) for q in self.queues.values())
-
-    def digest(self) -> int:
-        return self.tree.digest
-
-    def stat_of(self, path: str) -> Stat | None:
-        node = self.tree.get(path)
-        return node.stat() if node is not None else None
-
 
 class ServerStats:
     """Counters the four-letter words report (ServerStats)."""
