@@ -191,7 +191,6 @@ class ZkServer:
         log.info("server shut down")
 
 
-
 async def serve(config: ServerConfig, stop: asyncio.Event) -> None:
     """Run a server until ``stop`` is set."""
     server = ZkServer(config)
