@@ -187,7 +187,9 @@ class Prep:
             node = self.record(path)
             check_acl(node.acl, Perms.ADMIN, auth)
             version = _check_version(node.aversion, req.version, path)
-            self._add(replace(node, zxid=zxid, aversion=version, acl=acl))
+            # the change record keeps the old ACL, as ZooKeeper's does (it only bumps aversion):
+            # requests prepped before this txn is applied are still checked against the old ACL
+            self._add(replace(node, zxid=zxid, aversion=version))
             return SetACLTxn(path, list(acl), version)
         if op == OpCode.CHECK:
             _check_live(live)
