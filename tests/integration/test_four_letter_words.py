@@ -220,7 +220,8 @@ def test_cons_shows_each_session(any_server: ServerProcess) -> None:
     assert any(re.fullmatch(rf" {ADDRESS}\[0\]\(queued=0,recved=1,sent=0\)", line) for line in lines)
 
 
-def parse_wchc(text: str) -> dict[str, set[str]]:
+def parse_grouped(text: str, head: str, item: str) -> dict[str, set[str]]:
+    """wchc/wchp output: a heading line matching ``head``, then tab-indented lines matching ``item``."""
     assert text.endswith("\n")
     out: dict[str, set[str]] = {}
     current = ""
@@ -228,29 +229,21 @@ def parse_wchc(text: str) -> dict[str, set[str]]:
         if not line:
             continue
         if line.startswith("\t"):
+            assert re.fullmatch(item, line[1:]), line
             out[current].add(line[1:])
         else:
-            assert re.fullmatch(r"0x[0-9a-f]+", line), line
+            assert re.fullmatch(head, line), line
             current = line
             out[current] = set()
     return out
+
+
+def parse_wchc(text: str) -> dict[str, set[str]]:
+    return parse_grouped(text, r"0x[0-9a-f]+", r"/.*")
 
 
 def parse_wchp(text: str) -> dict[str, set[str]]:
-    assert text.endswith("\n")
-    out: dict[str, set[str]] = {}
-    current = ""
-    for line in text[:-1].split("\n"):
-        if not line:
-            continue
-        if line.startswith("\t"):
-            assert re.fullmatch(r"0x[0-9a-f]+", line[1:]), line
-            out[current].add(line[1:])
-        else:
-            assert line.startswith("/"), line
-            current = line
-            out[current] = set()
-    return out
+    return parse_grouped(text, r"/.*", r"0x[0-9a-f]+")
 
 
 def test_watch_words_report_data_watches_by_session_and_path(any_server: ServerProcess) -> None:
