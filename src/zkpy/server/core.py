@@ -204,6 +204,11 @@ class ServerCore:
         word = conn.four_letter_word()
         if word is not None:
             return word
+        if conn.state is ConnState.AWAIT_SESSION and conn.decoder.buffered > 4 + self.config.max_buffer:
+            # frames wait here until the session exists; one frame's worth is the bound
+            self.log(f"closing connection from {conn.ip}:{conn.port}: too much data before its session was created")
+            self._close(conn, "data before session")
+            return None
         self._process_frames(conn)
         return None
 
