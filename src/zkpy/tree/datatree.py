@@ -113,6 +113,7 @@ class DataTree:
     def __init__(self) -> None:
         self.nodes: dict[str, Node] = {}
         self.ephemerals: dict[int, set[str]] = {}
+        self.sessions: dict[int, int] = {}  # committed sessions and their timeouts (ZKDatabase.sessionsWithTimeouts)
         self.containers: set[str] = set()
         self.ttls: set[str] = set()
         self.data_watches = WatchTable()
@@ -212,8 +213,9 @@ class DataTree:
             elif op == OpCode.CLOSE_SESSION:
                 paths = txn.paths2Delete if isinstance(txn, CloseSessionTxn) else None
                 self.kill_session(session, zxid, paths)
+                self.sessions.pop(session, None)
             elif op == OpCode.CREATE_SESSION:
-                pass
+                self.sessions[session] = txn.timeOut
             elif op == OpCode.ERROR:
                 rc.err = txn.err
             elif op == OpCode.MULTI:
