@@ -26,6 +26,11 @@ class ServerConfig:
     container_check_interval_ms: int = 60000  # znode.container.checkIntervalMs
     container_max_per_minute: int = 10000  # znode.container.maxPerMinute
     server_id: int = 0  # myid (standalone: 0)
+    snap_count: int = 100000  # snapCount: roll the log and snapshot after about this many txns
+    prealloc_kb: int = 65536  # preAllocSize: log files grow in blocks of this many KiB
+    force_sync: bool = True  # forceSync: fsync the log before acknowledging (no: only for tests)
+    autopurge_snap_retain_count: int = 3  # autopurge.snapRetainCount
+    autopurge_purge_interval_h: int = 0  # autopurge.purgeInterval in hours (0: never)
 
     @property
     def min_session_timeout(self) -> int:

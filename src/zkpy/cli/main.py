@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import signal
 import sys
 
 import click
 
+from zkpy.cli.storage_tools import logdump, purge, snapdump
 from zkpy.cli.zoocfg import ConfigError, load_zoo_cfg
 from zkpy.config import ServerConfig
+from zkpy.storage.disk import FaultPlan
 
 
 @click.group()
@@ -28,7 +31,9 @@ def main() -> None:
 @click.option("--4lw", "four_letter_words", help="4lw.commands.whitelist, comma separated ('*' for all)")
 @click.option("--extended-types/--no-extended-types", default=None, help="enable TTL nodes (extendedTypesEnabled)")
 @click.option("--log-level", default="INFO", show_default=True)
-def server(zoo_cfg: str | None, log_level: str, **flags: object) -> None:
+@click.option("--fault", "faults", multiple=True, hidden=True,
+              help="test-only disk fault: lose-unsynced, enospc-after=BYTES, eio-after=BYTES, eio-on-sync=N")
+def server(zoo_cfg: str | None, log_level: str, faults: tuple[str, ...], **flags: object) -> None:
     """Run a standalone server, configured by ZOO_CFG and/or flags (flags win)."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
@@ -43,18 +48,50 @@ def server(zoo_cfg: str | None, log_level: str, **flags: object) -> None:
         from dataclasses import replace
 
         config = replace(config, **overrides)  # type: ignore[arg-type]
-    _run(config)
+    _run(config, _fault_plan(faults))
 
 
-def _run(config: ServerConfig) -> None:
-    from zkpy.runtime.server import serve
+EXIT_CONFIG = 2
+EXIT_DISK_FAILURE = 3
+EXIT_BAD_DATA_DIR = 4
+
+
+def _fault_plan(specs: tuple[str, ...]) -> FaultPlan | None:
+    """Fault points for the crash and disk-full tests; never set in production."""
+    if not specs:
+        return None
+    values: dict[str, object] = {}
+    for spec in specs:
+        name, _, arg = spec.partition("=")
+        try:
+            if name == "lose-unsynced":
+                values["lose_unsynced"] = True
+            elif name in ("enospc-after", "eio-after"):
+                values["fail_after_bytes"] = int(arg)
+                values["fail_errno"] = errno.ENOSPC if name == "enospc-after" else errno.EIO
+            elif name == "eio-on-sync":
+                values["fail_sync_after"] = int(arg)
+            else:
+                raise ValueError(name)
+        except ValueError:
+            click.echo(f"zkpy: unknown --fault {spec!r}", err=True)
+            sys.exit(EXIT_CONFIG)
+    logging.getLogger("zkpy").warning("disk fault points active: %s", ", ".join(specs))
+    return FaultPlan(**values)  # type: ignore[arg-type]
+
+
+def _run(config: ServerConfig, faults: FaultPlan | None = None) -> None:
+    from zkpy.runtime.server import DiskFailure, serve
+    from zkpy.storage.recovery import RecoveryError
+    from zkpy.storage.snapshot import SnapshotError
+    from zkpy.storage.txnlog import CorruptLogError
 
     async def runner() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await serve(config, stop)
+        await serve(config, stop, faults)
 
     try:
         try:
@@ -63,12 +100,22 @@ def _run(config: ServerConfig) -> None:
             asyncio.run(runner())
         else:
             uvloop.run(runner())
+    except DiskFailure as exc:
+        click.echo(f"zkpy: stopped: cannot write the txn log: {exc}", err=True)
+        sys.exit(EXIT_DISK_FAILURE)
+    except (RecoveryError, CorruptLogError, SnapshotError) as exc:
+        click.echo(f"zkpy: refusing to start: {exc}", err=True)
+        sys.exit(EXIT_BAD_DATA_DIR)
     except OSError as exc:
         # e.g. the client port is taken: one clear line, not a traceback
         click.echo(f"zkpy: cannot serve on {config.client_port_address}:{config.client_port}: {exc.strerror or exc}",
                    err=True)
         sys.exit(1)
 
+
+main.add_command(purge)
+main.add_command(logdump)
+main.add_command(snapdump)
 
 if __name__ == "__main__":
     main()

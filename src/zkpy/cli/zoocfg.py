@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import fields
 from typing import Any
 
 from zkpy.config import ServerConfig
+
+log = logging.getLogger("zkpy.config")
 
 
 class ConfigError(Exception):
@@ -21,6 +24,10 @@ _INT_KEYS = {
     "jute.maxbuffer": "max_buffer",
     "znode.container.checkIntervalMs": "container_check_interval_ms",
     "znode.container.maxPerMinute": "container_max_per_minute",
+    "snapCount": "snap_count",
+    "preAllocSize": "prealloc_kb",
+    "autopurge.snapRetainCount": "autopurge_snap_retain_count",
+    "autopurge.purgeInterval": "autopurge_purge_interval_h",
 }
 _STR_KEYS = {
     "dataDir": "data_dir",
@@ -29,8 +36,7 @@ _STR_KEYS = {
     "superDigest": "super_digest",
 }
 _IGNORED = {  # known ZooKeeper keys that do not apply to a standalone zkpy server yet
-    "initLimit", "syncLimit", "autopurge.snapRetainCount", "autopurge.purgeInterval", "admin.enableServer",
-    "admin.serverPort", "standaloneEnabled", "reconfigEnabled", "preAllocSize", "snapCount", "forceSync",
+    "initLimit", "syncLimit", "admin.enableServer", "admin.serverPort", "standaloneEnabled", "reconfigEnabled",
     "metricsProvider.className", "audit.enable",
 }
 _FOUR_LETTER = {"ruok", "srvr", "stat", "mntr", "conf", "cons", "crst", "srst", "envi", "wchs", "wchc",
@@ -83,6 +89,10 @@ def config_from_properties(props: dict[str, str], source: str) -> ServerConfig:
             if bad:
                 raise ConfigError(f"{source}: 4lw.commands.whitelist names unknown command {bad[0]!r}")
             values["four_letter_words"] = words
+        elif key == "forceSync":
+            if value.lower() not in ("yes", "no"):
+                raise ConfigError(f"{source}: forceSync={value!r} must be yes or no")
+            values["force_sync"] = value.lower() == "yes"
         elif key in ("extendedTypesEnabled", "zookeeper.extendedTypesEnabled"):
             if value.lower() not in ("true", "false"):
                 raise ConfigError(f"{source}: {key}={value!r} must be true or false")
@@ -93,8 +103,13 @@ def config_from_properties(props: dict[str, str], source: str) -> ServerConfig:
             raise ConfigError(f"{source}: unknown key {key!r}")
     if "data_dir" not in values:
         raise ConfigError(f"{source}: dataDir is not set")
-    if values.get("tick_ms", 1) == 0:
-        raise ConfigError(f"{source}: tickTime must be positive")
+    for key, name in (("tickTime", "tick_ms"), ("snapCount", "snap_count"), ("preAllocSize", "prealloc_kb")):
+        if values.get(name, 1) == 0:
+            raise ConfigError(f"{source}: {key} must be positive")
+    if values.get("autopurge_snap_retain_count", 3) < 3:
+        log.warning("%s: invalid autopurge.snapRetainCount=%d, using 3 (as ZooKeeper does)", source,
+                    values["autopurge_snap_retain_count"])
+        values["autopurge_snap_retain_count"] = 3
     known = {f.name for f in fields(ServerConfig)}
     assert set(values) <= known
     cfg = ServerConfig(**values)

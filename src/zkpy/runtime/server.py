@@ -1,9 +1,9 @@
-"""The asyncio shell around ServerCore: client listener, flushing, timers, shutdown.
+"""The asyncio shell around ServerCore: recovery, client listener, flushing, timers, shutdown.
 
-One event loop per process. Each loop turn's input is processed by the core; a single
-flush per turn then persists new txns (the durability seam: today nothing is written,
-the next issue adds the log and its fsync worker here), applies them, and writes every
-connection's output with one ``write`` per connection.
+One event loop per process. Each loop turn's input is processed by the core; a single flush
+per turn hands the turn's new txns to the fsync worker and writes every connection's output
+with one ``write`` per connection. When the worker reports txns durable, they are applied and
+answered (then flushed again): a write's reply never leaves before its fsync.
 """
 
 from __future__ import annotations
@@ -11,14 +11,18 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import os
 import time
 
 from zkpy.admin.fourletter import DEFAULT_TRACE_MASK
 from zkpy.admin.fourletter import answer as answer_four_letter_word
 from zkpy.config import ServerConfig
+from zkpy.runtime.osdisk import OsDisk
+from zkpy.runtime.persistence import Persistence, purge
 from zkpy.server.connection import Connection
 from zkpy.server.core import ServerCore
+from zkpy.storage.disk import Disk, FaultPlan
+from zkpy.storage.files import DataDirs
+from zkpy.storage.recovery import Recovered, recover
 
 log = logging.getLogger("zkpy.server")
 
@@ -117,12 +121,26 @@ class ClientProtocol(asyncio.Protocol):
                 transport.resume_reading()
 
 
-class ZkServer:
-    """A standalone zkpy server bound to its client port."""
+class DiskFailure(Exception):
+    """The txn log could not be written or synced: the server stopped without acknowledging it."""
 
-    def __init__(self, config: ServerConfig) -> None:
+
+class ZkServer:
+    """A standalone zkpy server: recovers its data dir, then serves its client port."""
+
+    def __init__(self, config: ServerConfig, disk: Disk | None = None, faults: FaultPlan | None = None) -> None:
         self.config = config
-        self.core = ServerCore(config, _now_ms(), _wall_ms(), log=log.info)
+        self.disk = disk or OsDisk(faults, config.force_sync)
+        self.dirs = DataDirs.of(config.data_dir, config.data_log_dir)
+        t0 = time.monotonic()
+        self.recovered: Recovered = recover(self.disk, self.dirs, log.info)
+        self.recovery_s = time.monotonic() - t0
+        tree = self.recovered.tree
+        log.info("recovered zxid 0x%x, %d znodes, %d sessions, digest 0x%x in %.2fs", tree.last_processed_zxid,
+                 tree.node_count(), len(tree.sessions), tree.digest, self.recovery_s)
+        self.core = ServerCore(config, _now_ms(), _wall_ms(), log=log.info, tree=tree)
+        self.persistence = Persistence(config, self.disk, self.dirs)
+        self.handed = 0  # proposals handed to the fsync worker and not yet applied
         self.protocols: dict[int, ClientProtocol] = {}
         self.per_ip: dict[str, int] = {}
         self.conn_ids = itertools.count(1)
@@ -131,7 +149,10 @@ class ZkServer:
         self._flush_scheduled = False
         self._server: asyncio.base_events.Server | None = None
         self._ticker: asyncio.TimerHandle | None = None
+        self._purger: asyncio.TimerHandle | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.failure: BaseException | None = None
+        self.stopped = asyncio.Event()
 
     @property
     def port(self) -> int:
@@ -139,15 +160,26 @@ class ZkServer:
         return int(self._server.sockets[0].getsockname()[1])
 
     async def start(self) -> None:
-        os.makedirs(self.config.data_dir, exist_ok=True)
-        if self.config.data_log_dir:
-            os.makedirs(self.config.data_log_dir, exist_ok=True)
         self.loop = asyncio.get_running_loop()
+        self.persistence.start(self.loop, self._durable, self._disk_failed)
+        if self.recovered.fresh:
+            self.persistence.write_initial_snapshot(self.core.tree)
+        elif self.recovered.txns_replayed:
+            self.persistence.start_snapshot(self.core.tree)  # the next restart replays less
         self._server = await self.loop.create_server(
             lambda: ClientProtocol(self), self.config.client_port_address, self.config.client_port,
             reuse_address=True, backlog=self.listen_backlog)
         log.info("binding to port %s:%d", self.config.client_port_address, self.port)
         self._schedule_tick()
+        if self.config.autopurge_purge_interval_h > 0:
+            self._autopurge()
+
+    def _autopurge(self) -> None:
+        """Purge now and every purgeInterval hours (DatadirCleanupManager), off the loop."""
+        assert self.loop is not None
+        retain = self.config.autopurge_snap_retain_count
+        self.loop.run_in_executor(None, purge, self.disk, self.dirs, retain)
+        self._purger = self.loop.call_later(self.config.autopurge_purge_interval_h * 3600, self._autopurge)
 
     def _tick_interval(self) -> float:
         return max(10, min(100, self.config.tick_ms // 4)) / 1000
@@ -169,33 +201,61 @@ class ZkServer:
             self.loop.call_soon(self.flush)
 
     def flush(self) -> None:
-        """Persist (seam for the txn log), apply, then write every connection's output."""
+        """Hand this turn's new txns to the fsync worker, then write every connection's output."""
         self._flush_scheduled = False
         core = self.core
-        while core.proposals:
-            core.apply_persisted(len(core.proposals))
+        if len(core.proposals) > self.handed:
+            self.persistence.log_txns([(p.hdr, p.txn) for p in core.proposals[self.handed:]], core.tree)
+            self.handed = len(core.proposals)
         for conn in core.take_dirty():
             proto = self.protocols.get(conn.conn_id)
             if proto is not None:
                 proto.flush()
 
+    def _durable(self, count: int) -> None:
+        """The worker fsynced ``count`` more txns: apply and answer them."""
+        if self.failure is not None:
+            return
+        self.core.set_time(_now_ms(), _wall_ms())
+        self.core.apply_persisted(count)
+        self.handed -= count
+        self.flush()
+
+    def _disk_failed(self, exc: BaseException) -> None:
+        """Fail-stop: drop every client without another byte, so nothing unlogged is acknowledged."""
+        self.failure = exc
+        log.critical("cannot write the txn log (%s): stopping; no write after zxid 0x%x was acknowledged",
+                     exc, self.core.tree.last_processed_zxid)
+        for proto in list(self.protocols.values()):
+            if proto.transport is not None:
+                proto.transport.abort()
+        self.stopped.set()
+
     async def close(self) -> None:
         if self._ticker is not None:
             self._ticker.cancel()
+        if self._purger is not None:
+            self._purger.cancel()
         if self._server is not None:
             self._server.close()
             for proto in list(self.protocols.values()):
                 if proto.transport is not None:
                     proto.transport.close()
             await self._server.wait_closed()
+        self.persistence.close()
         log.info("server shut down")
 
 
-async def serve(config: ServerConfig, stop: asyncio.Event) -> None:
-    """Run a server until ``stop`` is set."""
-    server = ZkServer(config)
+async def serve(config: ServerConfig, stop: asyncio.Event, faults: FaultPlan | None = None) -> None:
+    """Recover, then serve until ``stop`` is set; raise DiskFailure if the log could not be written."""
+    server = ZkServer(config, faults=faults)
     await server.start()
+    waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(server.stopped.wait())]
     try:
-        await stop.wait()
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
     finally:
+        for w in waiters:
+            w.cancel()
         await server.close()
+    if server.failure is not None:
+        raise DiskFailure(str(server.failure)) from server.failure

@@ -163,20 +163,25 @@ class QueuedRead:
 class ServerCore:
     """A standalone ZooKeeper server with no I/O: feed it bytes and time, drain its outputs."""
 
-    def __init__(self, config: ServerConfig, now_ms: int, wall_ms: int, log: Log = lambda _m: None) -> None:
+    def __init__(self, config: ServerConfig, now_ms: int, wall_ms: int, log: Log = lambda _m: None,
+                 tree: DataTree | None = None) -> None:
+        """``tree`` is the recovered database, if any; its committed sessions are tracked again
+        from now, so a session whose client is gone expires after its timeout and its ephemerals go."""
         self.config = config
         self.log = log
         self.now_ms = now_ms
         self.wall_ms = wall_ms
         self.started_ms = now_ms
-        self.tree = DataTree()
+        self.tree = tree if tree is not None else DataTree()
         self.prep = Prep(self.tree, config)
         self.sessions = SessionTracker(config.tick_ms, config.server_id or 1, wall_ms)
+        for sid, timeout in self.tree.sessions.items():
+            self.sessions.add(sid, timeout, now_ms)
         self.connections: dict[int, Connection] = {}
         self.session_conn: dict[int, Connection] = {}
         self.queues: dict[int, deque[Proposal | QueuedRead]] = {}
         self.proposals: list[Proposal] = []
-        self.next_zxid = 1
+        self.next_zxid = self.tree.last_processed_zxid + 1
         self.dirty: set[Connection] = set()
         self.last_container_check = now_ms
         self.stats = ServerStats()

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 ZK_JAR = "/usr/share/java/zookeeper.jar"
@@ -123,24 +123,31 @@ def _write_cfg(workdir: str, port: int, settings: Mapping[str, str | None]) -> s
     return path
 
 
-def start_zkpy(settings: Mapping[str, str | None] | None = None, ready_s: float = 20.0) -> ServerProcess:
-    """A zkpy server from a zoo.cfg with ``settings`` on top of test defaults."""
+def start_zkpy(settings: Mapping[str, str | None] | None = None, ready_s: float = 20.0, *,
+               workdir: str | None = None, port: int | None = None, args: Sequence[str] = (),
+               wait: bool = True) -> ServerProcess:
+    """A zkpy server from a zoo.cfg with ``settings`` on top of test defaults.
+
+    Pass ``workdir`` and ``port`` of an earlier server to restart it on the same data dir;
+    ``args`` go to ``zkpy server`` (e.g. ``--fault lose-unsynced``); the log is appended to."""
     settings = dict(settings or {})
     settings.setdefault("extendedTypesEnabled", "true")
-    workdir = tempfile.mkdtemp(prefix="zkpy-test-")
-    port = free_port()
+    workdir = workdir or tempfile.mkdtemp(prefix="zkpy-test-")
+    port = port or free_port()
     cfg = _write_cfg(workdir, port, settings)
     log_path = os.path.join(workdir, "server.log")
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "zkpy.cli.main", "server", cfg],
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "zkpy.cli.main", "server", cfg, *args],
                                 stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
     server = ServerProcess("zkpy", port, proc, workdir, log_path)
-    _wait_ready(server, ready_s)
+    if wait:
+        _wait_ready(server, ready_s)
     return server
 
 
 def start_apache(settings: Mapping[str, str | None] | None = None, ready_s: float = 60.0,
-                 jvm_props: dict[str, str] | None = None) -> ServerProcess:
+                 jvm_props: dict[str, str] | None = None, *, workdir: str | None = None,
+                 port: int | None = None) -> ServerProcess:
     """An Apache ZooKeeper 3.8 standalone server (Debian's package), TTL nodes enabled.
 
     ``jvm_props`` become ``-Dkey=value`` system properties. ``jute.maxbuffer`` in ``settings``
@@ -152,13 +159,13 @@ def start_apache(settings: Mapping[str, str | None] | None = None, ready_s: floa
         props.setdefault("jute.maxbuffer", settings["jute.maxbuffer"] or "")
     extended = settings.pop("extendedTypesEnabled", "true")
     settings.setdefault("admin.enableServer", "false")
-    workdir = tempfile.mkdtemp(prefix="zk-apache-test-")
-    port = free_port()
+    workdir = workdir or tempfile.mkdtemp(prefix="zk-apache-test-")
+    port = port or free_port()
     cfg = _write_cfg(workdir, port, settings)
     log_path = os.path.join(workdir, "server.log")
     cmd = ["java", "-Xmx512m", f"-Dzookeeper.extendedTypesEnabled={extended}", "-Dzookeeper.admin.enableServer=false",
            *(f"-D{k}={v}" for k, v in props.items()), "-cp", f"{ZK_CONF_DIR}:{ZK_JAR}", "org.apache.zookeeper.server.ZooKeeperServerMain", cfg]
-    with open(log_path, "wb") as log:
+    with open(log_path, "ab") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
     server = ServerProcess("apache", port, proc, workdir, log_path)
     _wait_ready(server, ready_s)

@@ -127,10 +127,18 @@ class DataTree:
         self._put("/", root)
         for path, acl in (("/zookeeper", OPEN_ACL_UNSAFE), ("/zookeeper/quota", OPEN_ACL_UNSAFE),
                           ("/zookeeper/config", READ_ACL_UNSAFE)):
-            node = Node(b"", acl, 0, 0, 0)
+            node = Node(b"", self.intern_acl(acl), 0, 0, 0)
             self._put(path, node)
             self.nodes[parent_of(path)].children[basename(path)] = None
         self.nodes["/zookeeper/config"].aversion = -1  # DataTree.addConfigNode sets the ACL with version -1
+
+    @classmethod
+    def empty(cls) -> DataTree:
+        """A tree without a single node, not even the root, digest 0: what a snapshot loader fills."""
+        tree = cls()
+        tree.nodes.clear()
+        tree.digest = 0
+        return tree
 
     # ---- digest bookkeeping ----
 
@@ -250,7 +258,11 @@ class DataTree:
             raise _TxnFailed(Code.NONODE)
         name = basename(path)
         if name in parent.children:
-            # replay over a fuzzy snapshot: only move the parent's cversion forward
+            # replay over a fuzzy snapshot: only move the parent's cversion forward, and give the
+            # node this txn created its ACL (a fuzzy snapshot may name an ACL it lacks; ZOOKEEPER-4846)
+            existing = self.nodes.get(path)
+            if existing is not None and existing.czxid == zxid:
+                existing.acl = self.intern_acl(acl)
             if parent_cversion > parent.cversion:
                 self._unhash(parent_path, parent)
                 parent.cversion, parent.pzxid = parent_cversion, zxid

@@ -1,4 +1,8 @@
-"""Jute records of transactions (zookeeper.jute, module txn): what the log stores and replicas apply."""
+"""Jute records of transactions (zookeeper.jute, module txn): what the log stores and replicas apply.
+
+Also ``FileHeader`` (module persistence), the 16-byte header of txn log and snapshot files,
+and the magic numbers those files start with.
+"""
 
 from __future__ import annotations
 
@@ -110,6 +114,21 @@ class Txn(Record):
 @jute_record
 class MultiTxn(Record):
     txns: list[Txn]
+
+
+@jute_record
+class FileHeader(Record):
+    """zookeeper.jute, module org.apache.zookeeper.server.persistence."""
+
+    magic: Int
+    version: Int
+    dbid: Long
+
+
+TXNLOG_MAGIC = int.from_bytes(b"ZKLG", "big")  # FileTxnLog.TXNLOG_MAGIC, 0x5A4B4C47
+SNAP_MAGIC = int.from_bytes(b"ZKSN", "big")  # FileSnap.SNAP_MAGIC, 0x5A4B534E
+TXNLOG_VERSION = 2  # FileTxnLog.VERSION
+SNAP_VERSION = 2  # FileSnap.VERSION
 
 
 TXN_RECORDS: dict[int, type[Record]] = {

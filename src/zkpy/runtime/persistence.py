@@ -1,0 +1,269 @@
+"""Durability for one server: the fsync worker (group commit), fuzzy snapshots, autopurge.
+
+Group commit: the loop encodes every new txn and hands the batch to the worker thread; the
+worker appends everything handed to it since its last fsync, fsyncs once, then tells the loop
+how many txns are durable. Only then are they applied and answered, so no reply leaves before
+the fsync that covers it. The loop never waits on the disk: it only appends to a list.
+
+Snapshots start when the log rolls (after snapCount/2 + a random share of snapCount/2 txns, as
+ZooKeeper staggers them). They are serialized on the loop in slices of a few milliseconds, between
+request batches; a separate thread writes the slices to ``tmp.snapshot.<zxid>``, fsyncs it and
+renames it into place, so a crash never leaves a half-written ``snapshot.<zxid>``.
+
+A disk error (ENOSPC, EIO, ...) in the worker is fatal: nothing after the last good fsync is
+acknowledged and the server stops (fail-stop, as ZooKeeper's SyncRequestProcessor does); the next
+start recovers from the files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from zkpy.config import ServerConfig
+from zkpy.storage.disk import AppendFile, Disk, join
+from zkpy.storage.files import DataDirs, purge_candidates
+from zkpy.storage.snapshot import SnapshotWriter, is_valid_snapshot, snapshot_name
+from zkpy.storage.txnlog import TxnLogWriter, encode_entry
+from zkpy.tree.datatree import DataTree
+
+log = logging.getLogger("zkpy.persistence")
+
+SNAPSHOT_SLICE_S = 0.002  # serialize for at most this long per loop turn
+TMP_PREFIX = "tmp."
+
+
+class FsyncWorker(threading.Thread):
+    """The one thread in the request path: append what the loop handed over, fsync, report."""
+
+    def __init__(self, writer: TxnLogWriter, report: Callable[[int], None], fail: Callable[[BaseException], None]) -> None:
+        super().__init__(name="zkpy-fsync", daemon=True)
+        self.writer = writer
+        self._report = report
+        self._fail = fail
+        self._cond = threading.Condition()
+        self._pending: list[tuple[int, bytes, int, bool]] = []  # (first zxid, records, count, roll after)
+        self._stopping = False
+        self.fsyncs = 0
+        self.txns = 0
+
+    def submit(self, first_zxid: int, records: bytes, count: int, roll_after: bool) -> None:
+        with self._cond:
+            self._pending.append((first_zxid, records, count, roll_after))
+            self._cond.notify()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+
+    def run(self) -> None:
+        writer = self.writer
+        try:
+            while True:
+                with self._cond:
+                    while not self._pending and not self._stopping:
+                        self._cond.wait()
+                    batch, self._pending = self._pending, []
+                    if not batch:
+                        break
+                count = 0
+                for first_zxid, records, n, roll_after in batch:
+                    writer.append(first_zxid, records)
+                    count += n
+                    if roll_after:
+                        writer.roll()  # syncs the old file
+                writer.sync()
+                self.fsyncs += 1
+                self.txns += count
+                self._report(count)
+            writer.close()
+        except BaseException as exc:  # the disk failed: stop reporting; the loop fails the server
+            self._fail(exc)
+
+
+class Persistence:
+    """The txn log, snapshots and purge of one server; every method but the worker's runs on the loop."""
+
+    def __init__(self, config: ServerConfig, disk: Disk, dirs: DataDirs, rng: random.Random | None = None) -> None:
+        self.config = config
+        self.disk = disk
+        self.dirs = dirs
+        self.rng = rng or random.Random()
+        self.worker: FsyncWorker | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.txns_since_roll = 0
+        self.roll_at = self._next_roll()
+        self.snapshot: SnapshotWriter | None = None
+        self._snap_file: AppendFile | None = None
+        self._snap_io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zkpy-snapshot")
+        self._snap_started = 0.0
+        self.longest_pause_ms = 0.0  # longest single snapshot slice on the loop, for mntr and the logs
+        self.snapshots_taken = 0
+        self.failed: BaseException | None = None
+
+    # ---- startup ----
+
+    def start(self, loop: asyncio.AbstractEventLoop, on_durable: Callable[[int], None],
+              on_fatal: Callable[[BaseException], None]) -> None:
+        self.loop = loop
+        for directory in (self.dirs.snap_dir, self.dirs.log_dir):
+            self.disk.makedirs(directory)
+            for name in self.disk.listdir(directory):
+                if name.startswith(TMP_PREFIX):
+                    log.info("removing unfinished %s", join(directory, name))
+                    self.disk.remove(join(directory, name))
+        writer = TxnLogWriter(self.disk, self.dirs.log_dir, self.config.prealloc_kb * 1024)
+
+        def fail(exc: BaseException) -> None:
+            loop.call_soon_threadsafe(self._fatal, exc, on_fatal)
+
+        self.worker = FsyncWorker(writer, lambda n: loop.call_soon_threadsafe(on_durable, n), fail)
+        self.worker.start()
+
+    def write_initial_snapshot(self, tree: DataTree) -> None:
+        """A fresh data dir gets snapshot.0 before serving, as ZooKeeper writes it (its loader
+        refuses logs without a snapshot)."""
+        writer = SnapshotWriter(tree)
+        data = writer.step(1 << 30)
+        self._write_file(join(self.dirs.snap_dir, snapshot_name(writer.zxid)), data + writer.finish())
+
+    def _write_file(self, path: str, data: bytes) -> None:
+        tmp = join(path.rsplit("/", 1)[0], TMP_PREFIX + path.rsplit("/", 1)[1])
+        f = self.disk.create(tmp)
+        f.write(data)
+        f.sync()
+        f.close()
+        self.disk.rename(tmp, path)
+
+    def _fatal(self, exc: BaseException, on_fatal: Callable[[BaseException], None]) -> None:
+        if self.failed is None:
+            self.failed = exc
+            on_fatal(exc)
+
+    # ---- the log ----
+
+    def log_txns(self, entries: Sequence[tuple[Any, Any]], tree: DataTree) -> None:
+        """Hand the txns (header, record) of one loop turn to the worker; roll and snapshot when due."""
+        if self.failed is not None or not entries:
+            return
+        assert self.worker is not None
+        records = b"".join([encode_entry(hdr, txn, None) for hdr, txn in entries])
+        self.txns_since_roll += len(entries)
+        roll = self.txns_since_roll > self.roll_at
+        self.worker.submit(entries[0][0].zxid, records, len(entries), roll)
+        if roll:
+            self.txns_since_roll = 0
+            self.roll_at = self._next_roll()
+            self.start_snapshot(tree)
+
+    def _next_roll(self) -> int:
+        half = max(1, self.config.snap_count // 2)
+        return half + self.rng.randrange(half)
+
+    # ---- snapshots ----
+
+    def start_snapshot(self, tree: DataTree) -> bool:
+        if self.snapshot is not None:
+            log.warning("too busy to snapshot, skipping (a snapshot is still being written)")
+            return False
+        t0 = time.perf_counter()
+        self.snapshot = SnapshotWriter(tree)
+        path = join(self.dirs.snap_dir, TMP_PREFIX + snapshot_name(self.snapshot.zxid))
+        first = self.snapshot.step(0)
+        self._note_pause(t0)
+        self._snap_started = t0
+        self._snap_file = None
+        self._snap_io.submit(self._open_snapshot_file, path, first)
+        log.info("snapshotting 0x%x to %s", self.snapshot.zxid, path)
+        assert self.loop is not None
+        self.loop.call_soon(self._snapshot_slice)
+        return True
+
+    def _open_snapshot_file(self, path: str, first: bytes) -> None:
+        self._snap_file = self.disk.create(path)
+        self._snap_file.write(first)
+
+    def _snapshot_slice(self) -> None:
+        writer = self.snapshot
+        if writer is None or self.failed is not None:
+            return
+        t0 = time.perf_counter()
+        deadline = t0 + SNAPSHOT_SLICE_S
+        chunks = []
+        while not writer.done and time.perf_counter() < deadline:
+            chunks.append(writer.step(256))
+        if writer.done:
+            chunks.append(writer.finish())
+        self._note_pause(t0)
+        data = b"".join(chunks)
+        if data:
+            self._snap_io.submit(self._write_snapshot_chunk, data)
+        assert self.loop is not None
+        if writer.done:
+            done = self._snap_io.submit(self._seal_snapshot, writer.zxid)
+            done.add_done_callback(lambda f: self.loop.call_soon_threadsafe(self._snapshot_done, f))  # type: ignore[union-attr]
+        else:
+            self.loop.call_soon(self._snapshot_slice)
+
+    def _write_snapshot_chunk(self, data: bytes) -> None:
+        assert self._snap_file is not None
+        self._snap_file.write(data)
+
+    def _seal_snapshot(self, zxid: int) -> str:
+        f = self._snap_file
+        assert f is not None
+        f.sync()
+        f.close()
+        path = join(self.dirs.snap_dir, snapshot_name(zxid))
+        self.disk.rename(f.path, path)
+        return path
+
+    def _snapshot_done(self, future: Any) -> None:
+        writer, self.snapshot = self.snapshot, None
+        exc = future.exception()
+        if exc is not None:
+            log.error("snapshot 0x%x failed: %s", writer.zxid if writer else -1, exc)
+            return
+        self.snapshots_taken += 1
+        log.info("snapshot %s written: %d znodes in %.2fs, longest pause on the loop %.1f ms",
+                 future.result(), writer.nodes_written if writer else -1,
+                 time.perf_counter() - self._snap_started, self.longest_pause_ms)
+
+    def _note_pause(self, t0: float) -> None:
+        self.longest_pause_ms = max(self.longest_pause_ms, (time.perf_counter() - t0) * 1000)
+
+    @property
+    def snapshot_in_progress(self) -> bool:
+        return self.snapshot is not None
+
+    # ---- purge ----
+
+    def purge(self, retain: int) -> list[str]:
+        """Delete what PurgeTxnLog would, keeping the ``retain`` newest valid snapshots."""
+        return purge(self.disk, self.dirs, retain)
+
+    # ---- shutdown ----
+
+    def close(self) -> None:
+        """Let the worker finish what it was handed (so a clean stop loses nothing), then stop."""
+        if self.worker is not None:
+            self.worker.stop()
+            self.worker.join(timeout=30)
+        self._snap_io.shutdown(wait=True, cancel_futures=True)
+
+
+def purge(disk: Disk, dirs: DataDirs, retain: int) -> list[str]:
+    snapshots = dirs.snapshots(disk)
+    valid = [(z, p) for z, p in snapshots if is_valid_snapshot(p.rsplit("/", 1)[-1], disk.read(p))][:retain]
+    doomed = purge_candidates(valid, snapshots, dirs.logs(disk), retain)
+    for path in doomed:
+        log.info("removing file: %s", path)
+        disk.remove(path)
+    return doomed

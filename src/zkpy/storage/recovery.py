@@ -1,0 +1,147 @@
+"""Recovery: the newest valid snapshot, then every logged txn after it (pure, over a Disk).
+
+Rules, in the order they apply:
+1. Snapshots are tried newest first (at most 100, as ZooKeeper does); an invalid one (empty,
+   truncated, bad checksum) is skipped with a log line.
+2. With no valid snapshot, zkpy replays from an empty tree only if the logs hold the whole
+   history (the oldest log starts at zxid 1 or lower); otherwise it refuses to start. A data dir
+   with no files at all is a fresh start.
+3. The logs the snapshot needs are scanned in order; txns at or below the snapshot's zxid are
+   skipped, the rest applied (``DataTree.apply`` is idempotent over the fuzzy snapshot). zxids
+   must increase, and the first log must not leave a gap after the snapshot.
+4. A torn tail (a partial or garbage record after which nothing valid follows) in the last log
+   that holds txns is truncated with a log line; logs after it that hold no txn (empty or
+   header-only, e.g. created just before a crash) are removed. A bad record followed by valid
+   data anywhere is ``CorruptLogError``: the server refuses to start, naming file and offset.
+5. The digest a snapshot recorded is compared once replay reaches its zxid; a mismatch is
+   logged and counted (ZooKeeper does the same), never silently ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from zkpy.ids import zxid_counter, zxid_epoch
+from zkpy.storage.disk import Disk
+from zkpy.storage.files import DataDirs, logs_after
+from zkpy.storage.snapshot import SnapshotError, is_valid_snapshot, load_snapshot
+from zkpy.storage.txnlog import CorruptLogError, scan_log
+from zkpy.tree.datatree import DataTree
+
+Log = Callable[[str], None]
+MAX_SNAPSHOTS_TRIED = 100
+
+
+class RecoveryError(Exception):
+    """The data dir cannot be recovered without an operator: the message says what and where."""
+
+
+@dataclass(slots=True)
+class Recovered:
+    tree: DataTree
+    snapshot_zxid: int | None  # None: no snapshot was loaded (fresh start or full replay)
+    snapshot_path: str | None
+    snapshot_digest: tuple[int, int] | None = None  # (zxid, digest) the snapshot recorded
+    txns_replayed: int = 0
+    truncated: list[str] = field(default_factory=list)  # "path@offset" of each torn tail cut off
+    removed: list[str] = field(default_factory=list)  # empty trailing logs removed
+    digest_mismatches: list[int] = field(default_factory=list)  # zxids where a recorded digest disagreed
+
+    @property
+    def fresh(self) -> bool:
+        """Nothing was on disk: the caller writes the first snapshot (snapshot.0), as ZooKeeper does."""
+        return self.snapshot_zxid is None and self.txns_replayed == 0 and not self.truncated
+
+
+def recover(disk: Disk, dirs: DataDirs, log: Log = lambda _m: None) -> Recovered:
+    snaps = dirs.snapshots(disk)
+    logs = dirs.logs(disk)
+    result = _load_newest_snapshot(disk, snaps, log)
+    if result is None:
+        if snaps or (logs and logs[0][0] > 1):
+            raise RecoveryError(
+                f"no valid snapshot in {dirs.snap_dir} (tried {min(len(snaps), MAX_SNAPSHOTS_TRIED)}) and the logs "
+                f"in {dirs.log_dir} do not start at zxid 1: refusing to start with a partial history")
+        result = Recovered(DataTree(), None, None)
+        needed = logs
+    else:
+        needed = logs_after(logs, result.snapshot_zxid or 0)
+    _replay(disk, result, needed, log)
+    return result
+
+
+def _load_newest_snapshot(disk: Disk, snaps: list[tuple[int, str]], log: Log) -> Recovered | None:
+    for zxid, path in snaps[:MAX_SNAPSHOTS_TRIED]:
+        data = disk.read(path)
+        name = path.rsplit("/", 1)[-1]
+        if not is_valid_snapshot(name, data):
+            log(f"skipping invalid snapshot {path} ({len(data)} bytes)")
+            continue
+        try:
+            loaded = load_snapshot(name, data)
+        except SnapshotError as exc:
+            log(f"skipping snapshot {path}: {exc}")
+            continue
+        log(f"loaded snapshot {path}: zxid 0x{zxid:x}, {loaded.tree.node_count()} znodes, "
+            f"{len(loaded.tree.sessions)} sessions")
+        return Recovered(loaded.tree, zxid, path, loaded.digest)
+    return None
+
+
+def _replay(disk: Disk, result: Recovered, logs: list[tuple[int, str]], log: Log) -> None:
+    tree = result.tree
+    start = tree.last_processed_zxid
+    if logs and result.snapshot_zxid is not None:
+        first = logs[0][0]
+        if first > start + 1 and zxid_epoch(first) == zxid_epoch(start) and zxid_counter(first) > 1:
+            raise RecoveryError(f"the logs after snapshot {result.snapshot_path} start at {logs[0][1]}: "
+                                f"txns 0x{start + 1:x}..0x{first - 1:x} are missing")
+    scans = []
+    for _, path in logs:
+        scans.append(scan_log(path, disk.read(path), after_zxid=start))
+    last_with_txns = max((i for i, s in enumerate(scans) if s.entries), default=-1)
+    for i, scan in enumerate(scans):
+        later_has_txns = i < last_with_txns
+        if not scan.header_ok:
+            if later_has_txns:
+                raise CorruptLogError(scan.path, 0, "missing or bad file header before later logs")
+            disk.remove(scan.path)
+            result.removed.append(scan.path)
+            log(f"removed log {scan.path}: no complete header (created just before a crash)")
+            continue
+        if scan.torn:
+            if later_has_txns:
+                raise CorruptLogError(scan.path, scan.good_end, "unreadable record before later logs")
+            disk.truncate(scan.path, scan.good_end)
+            result.truncated.append(f"{scan.path}@{scan.good_end}")
+            log(f"truncated torn tail of {scan.path} at offset {scan.good_end}")
+    digest = result.snapshot_digest
+    if digest is not None and digest[0] <= start:
+        _compare_digest(result, tree, digest, log)
+        digest = None
+    last = start
+    for scan in scans:
+        for entry in scan.entries:
+            zxid = entry.hdr.zxid
+            if zxid <= start:
+                continue
+            if zxid <= last:
+                raise CorruptLogError(scan.path, entry.offset, f"zxid 0x{zxid:x} does not follow 0x{last:x}")
+            tree.apply(entry.hdr, entry.txn)
+            tree.events.clear()
+            last = zxid
+            result.txns_replayed += 1
+            if digest is not None and zxid == digest[0]:
+                _compare_digest(result, tree, digest, log)
+                digest = None
+    if result.txns_replayed:
+        log(f"replayed {result.txns_replayed} txns up to zxid 0x{last:x}")
+
+
+def _compare_digest(result: Recovered, tree: DataTree, digest: tuple[int, int], log: Log) -> None:
+    zxid, expected = digest
+    if tree.digest != expected:
+        result.digest_mismatches.append(zxid)
+        log(f"digest mismatch at zxid 0x{zxid:x}: snapshot {result.snapshot_path} recorded 0x{expected:x}, "
+            f"the loaded tree has 0x{tree.digest:x}")
