@@ -17,7 +17,7 @@ from bench.client import RawSession, SessionClosed, create_body
 
 from zkpy.testing.rawclient import RawClient
 from zkpy.testing.servers import ServerProcess, start_zkpy
-from zkpy.wire.consts import CreateMode, OpCode
+from zkpy.wire.consts import CreateMode, OpCode, Xid
 from zkpy.wire.proto import ExistsRequest, GetDataRequest
 
 SETTINGS = {"tickTime": "200", "minSessionTimeout": "400", "maxSessionTimeout": "3000"}
@@ -67,7 +67,8 @@ def test_a_client_resumes_its_session_after_restart() -> None:
         assert again.connect_response.timeOut > 0 and again.session_id == sid
         until = time.monotonic() + 3.0  # past the timeout, pinging as a client does
         while time.monotonic() < until:
-            assert again.call(OpCode.PING).header.err == 0
+            again.send(OpCode.PING, xid=Xid.PING)
+            assert again.recv().header.xid == Xid.PING
             time.sleep(0.3)
         assert _exists(server, "/kept")
         again.close()
