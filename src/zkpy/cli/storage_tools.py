@@ -12,8 +12,8 @@ import sys
 import click
 
 from zkpy.runtime.osdisk import OsDisk
-from zkpy.runtime.persistence import purge as purge_files
 from zkpy.storage.files import DataDirs
+from zkpy.storage.files import purge as purge_files
 from zkpy.storage.snapshot import SnapshotError, describe_snapshot, load_snapshot
 from zkpy.storage.txnlog import CorruptLogError, describe_entry, scan_log
 

@@ -28,8 +28,8 @@ from typing import Any
 
 from zkpy.config import ServerConfig
 from zkpy.storage.disk import AppendFile, Disk, join
-from zkpy.storage.files import DataDirs, purge_candidates
-from zkpy.storage.snapshot import SnapshotWriter, is_valid_snapshot, snapshot_name
+from zkpy.storage.files import DataDirs
+from zkpy.storage.snapshot import SnapshotWriter, snapshot_name
 from zkpy.storage.txnlog import TxnLogWriter, encode_entry
 from zkpy.tree.datatree import DataTree
 
@@ -89,7 +89,7 @@ class FsyncWorker(threading.Thread):
 
 
 class Persistence:
-    """The txn log, snapshots and purge of one server; every method but the worker's runs on the loop."""
+    """The txn log and snapshots of one server; every method but the worker's runs on the loop."""
 
     def __init__(self, config: ServerConfig, disk: Disk, dirs: DataDirs, rng: random.Random | None = None) -> None:
         self.config = config
@@ -243,12 +243,6 @@ class Persistence:
     def snapshot_in_progress(self) -> bool:
         return self.snapshot is not None
 
-    # ---- purge ----
-
-    def purge(self, retain: int) -> list[str]:
-        """Delete what PurgeTxnLog would, keeping the ``retain`` newest valid snapshots."""
-        return purge(self.disk, self.dirs, retain)
-
     # ---- shutdown ----
 
     def close(self) -> None:
@@ -258,12 +252,3 @@ class Persistence:
             self.worker.join(timeout=30)
         self._snap_io.shutdown(wait=True, cancel_futures=True)
 
-
-def purge(disk: Disk, dirs: DataDirs, retain: int) -> list[str]:
-    snapshots = dirs.snapshots(disk)
-    valid = [(z, p) for z, p in snapshots if is_valid_snapshot(p.rsplit("/", 1)[-1], disk.read(p))][:retain]
-    doomed = purge_candidates(valid, snapshots, dirs.logs(disk), retain)
-    for path in doomed:
-        log.info("removing file: %s", path)
-        disk.remove(path)
-    return doomed

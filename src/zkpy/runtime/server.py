@@ -17,11 +17,11 @@ from zkpy.admin.fourletter import DEFAULT_TRACE_MASK
 from zkpy.admin.fourletter import answer as answer_four_letter_word
 from zkpy.config import ServerConfig
 from zkpy.runtime.osdisk import OsDisk
-from zkpy.runtime.persistence import Persistence, purge
+from zkpy.runtime.persistence import Persistence
 from zkpy.server.connection import Connection
 from zkpy.server.core import ServerCore
 from zkpy.storage.disk import Disk, FaultPlan
-from zkpy.storage.files import DataDirs
+from zkpy.storage.files import DataDirs, purge
 from zkpy.storage.recovery import Recovered, recover
 
 log = logging.getLogger("zkpy.server")
@@ -178,7 +178,7 @@ class ZkServer:
         """Purge now and every purgeInterval hours (DatadirCleanupManager), off the loop."""
         assert self.loop is not None
         retain = self.config.autopurge_snap_retain_count
-        self.loop.run_in_executor(None, purge, self.disk, self.dirs, retain)
+        self.loop.run_in_executor(None, purge, self.disk, self.dirs, retain, log.info)
         self._purger = self.loop.call_later(self.config.autopurge_purge_interval_h * 3600, self._autopurge)
 
     def _tick_interval(self) -> float:

@@ -158,6 +158,7 @@ class QueuedRead:
     op: int
     body: bytes
     received_ms: int
+    after_zxid: int = 0  # a sync waits until every txn proposed before it is applied
 
 
 class ServerCore:
@@ -183,6 +184,7 @@ class ServerCore:
         self.proposals: list[Proposal] = []
         self.next_zxid = self.tree.last_processed_zxid + 1
         self.dirty: set[Connection] = set()
+        self.syncing: set[int] = set()  # sessions whose queue waits on a sync
         self.last_container_check = now_ms
         self.stats = ServerStats()
 
@@ -335,7 +337,12 @@ class ServerCore:
             return
         read = QueuedRead(conn, xid, op, body, self.now_ms)
         queue = self.queues.get(sid)
-        if queue:
+        if op == OpCode.SYNC and self.next_zxid - 1 > self.tree.last_processed_zxid:
+            # ZooKeeper queues a sync behind every write in flight, whichever session sent it
+            read.after_zxid = self.next_zxid - 1
+            self.syncing.add(sid)
+            queue = self.queues.setdefault(sid, deque())
+        if queue is not None:
             queue.append(read)
             conn.outstanding += 1
         else:
@@ -430,6 +437,8 @@ class ServerCore:
                     if queue and queue[0] is p:
                         queue.popleft()
                     self._drain_queue(p.hdr.clientId)
+        for session in list(self.syncing):
+            self._drain_queue(session)
 
     def _apply(self, p: Proposal) -> None:
         rc = self.tree.apply(p.hdr, p.txn)
@@ -458,10 +467,15 @@ class ServerCore:
 
     def _drain_queue(self, session: int) -> None:
         queue = self.queues.get(session)
+        applied = self.tree.last_processed_zxid
         while queue and isinstance(queue[0], QueuedRead):
+            if queue[0].after_zxid > applied:
+                self.syncing.add(session)  # a sync still waits for earlier writes: drain again after them
+                return
             read = queue.popleft()
             read.conn.outstanding -= 1
             self._run_read(read)
+        self.syncing.discard(session)
         if queue is not None and not queue:
             del self.queues[session]
 

@@ -7,10 +7,11 @@ later log (a log that starts earlier may hold txns after Z).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from zkpy.storage.disk import Disk, join
-from zkpy.storage.snapshot import SNAP_PREFIX
+from zkpy.storage.snapshot import SNAP_PREFIX, is_valid_snapshot
 from zkpy.storage.txnlog import LOG_PREFIX, zxid_from_name
 
 VERSION_DIR = "version-2"
@@ -63,3 +64,19 @@ def purge_candidates(valid_snapshots: list[tuple[int, str]], all_snapshots: list
     least = kept[-1][0]
     needed = {p for _, p in logs_after(logs, least)}
     return [p for z, p in logs if z < least and p not in needed] + [p for z, p in all_snapshots if z < least]
+
+
+def purge(disk: Disk, dirs: DataDirs, retain: int, log: Callable[[str], None] = lambda _m: None) -> list[str]:
+    """Delete what PurgeTxnLog would, keeping the ``retain`` newest valid snapshots; returns the paths."""
+    snapshots = dirs.snapshots(disk)
+    valid: list[tuple[int, str]] = []
+    for zxid, path in snapshots:
+        if len(valid) == retain:
+            break
+        if is_valid_snapshot(path.rsplit("/", 1)[-1], disk.read(path)):
+            valid.append((zxid, path))
+    doomed = purge_candidates(valid, snapshots, dirs.logs(disk), retain)
+    for path in doomed:
+        log(f"removing file: {path}")
+        disk.remove(path)
+    return doomed

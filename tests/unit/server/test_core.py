@@ -16,6 +16,7 @@ from zkpy.wire.proto import (
     ReplyHeader,
     RequestHeader,
     SetDataRequest,
+    SyncRequest,
     WatcherEvent,
 )
 
@@ -99,3 +100,19 @@ def test_sessions_expire_on_tick_boundaries() -> None:
     h.advance(150)  # past the 300 ms timeout, within one tick
     assert h.core.tree.get("/e") is None
     assert c.closing
+
+
+def test_sync_waits_for_every_write_in_flight_whichever_session_sent_it() -> None:
+    """ZooKeeper queues a sync behind the writes already in its pipeline: a session that syncs
+    and then reads sees a write another session sent before the sync arrived."""
+    h = Harness()
+    writer, reader = h.connect(), h.connect()
+    h.send(writer, 1, OpCode.CREATE, CreateRequest("/s", b"v", OPEN, 0))
+    h.send(reader, 1, OpCode.SYNC, SyncRequest("/"))
+    h.send(reader, 2, OpCode.GET_DATA, GetDataRequest("/s", False))
+    assert h.take(reader) == [], "neither the sync nor the read behind it may answer before the create applies"
+    h.flush()
+    replies = [ReplyHeader.read(f, 0)[0] for f in h.take(reader)]
+    assert [(r.xid, r.err) for r in replies] == [(1, 0), (2, 0)]
+    h.send(reader, 3, OpCode.SYNC, SyncRequest("/"))  # nothing in flight: answered at once
+    assert [ReplyHeader.read(f, 0)[0].xid for f in h.take(reader)] == [3]
