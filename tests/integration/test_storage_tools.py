@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from bench.client import RawSession, create_body, set_data_body
+
 from zkpy.runtime.osdisk import OsDisk
 from zkpy.storage.files import DataDirs
 from zkpy.storage.recovery import recover

@@ -107,6 +107,7 @@ class Persistence:
         self.longest_pause_ms = 0.0  # longest single snapshot slice on the loop, for mntr and the logs
         self.snapshots_taken = 0
         self.failed: BaseException | None = None
+        self.closed = False
 
     # ---- startup ----
 
@@ -170,6 +171,8 @@ class Persistence:
     # ---- snapshots ----
 
     def start_snapshot(self, tree: DataTree) -> bool:
+        if self.closed:
+            return False
         if self.snapshot is not None:
             log.warning("too busy to snapshot, skipping (a snapshot is still being written)")
             return False
@@ -192,7 +195,7 @@ class Persistence:
 
     def _snapshot_slice(self) -> None:
         writer = self.snapshot
-        if writer is None or self.failed is not None:
+        if writer is None or self.failed is not None or self.closed:
             return
         t0 = time.perf_counter()
         deadline = t0 + SNAPSHOT_SLICE_S
@@ -246,7 +249,9 @@ class Persistence:
     # ---- shutdown ----
 
     def close(self) -> None:
-        """Let the worker finish what it was handed (so a clean stop loses nothing), then stop."""
+        """Let the worker finish what it was handed (so a clean stop loses nothing), then stop.
+        A snapshot still being written is abandoned; its tmp file is removed at the next start."""
+        self.closed = True
         if self.worker is not None:
             self.worker.stop()
             self.worker.join(timeout=30)
