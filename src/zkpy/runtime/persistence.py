@@ -230,6 +230,8 @@ class Persistence:
 
     def _snapshot_done(self, future: Any) -> None:
         writer, self.snapshot = self.snapshot, None
+        if future.cancelled():  # stopped mid-snapshot: the next start removes the tmp file
+            return
         exc = future.exception()
         if exc is not None:
             log.error("snapshot 0x%x failed: %s", writer.zxid if writer else -1, exc)
