@@ -12,6 +12,10 @@ import pytest
 
 from zkpy.testing.rawclient import RawClient
 from zkpy.testing.servers import start_zkpy
+from zkpy.wire.consts import OpCode
+from zkpy.wire.proto import ACL, CreateRequest, ExistsRequest, Id
+
+OPEN = [ACL(31, Id("world", "anyone"))]
 
 
 def run_server(args: list[str], cwd: Path, timeout: float = 20) -> subprocess.CompletedProcess[str]:
@@ -26,6 +30,10 @@ def run_server(args: list[str], cwd: Path, timeout: float = 20) -> subprocess.Co
     ("4lw.commands.whitelist=ruok,rmrf", "4lw.commands.whitelist"),
     ("extendedTypesEnabled=maybe", "extendedTypesEnabled"),
     ("noSuchKey=1", "noSuchKey"),
+    ("forceSync=maybe", "forceSync"),
+    ("snapCount=0", "snapCount"),
+    ("preAllocSize=big", "preAllocSize"),
+    ("autopurge.purgeInterval=-1", "autopurge.purgeInterval"),
 ])
 def test_bad_config_exits_2_naming_key_and_file(tmp_path: Path, line: str, key: str) -> None:
     cfg = tmp_path / "zoo.cfg"
@@ -87,5 +95,21 @@ def test_listens_on_loopback_by_default(tmp_path: Path) -> None:
             assert "127.0.0.1:" in out.stdout
         with socket.create_connection(("127.0.0.1", server.port), timeout=5):
             pass
+    finally:
+        server.cleanup()
+
+
+def test_force_sync_no_still_keeps_writes_across_a_clean_restart() -> None:
+    settings = {"forceSync": "no"}
+    server = start_zkpy(settings)
+    try:
+        client = RawClient("127.0.0.1", server.port)
+        assert client.call(OpCode.CREATE, CreateRequest("/kept", b"v", OPEN, 0)).header.err == 0
+        client.close()
+        assert server.stop() == 0
+        server = start_zkpy(settings, workdir=server.workdir, port=server.port)
+        client = RawClient("127.0.0.1", server.port)
+        assert client.call(OpCode.EXISTS, ExistsRequest("/kept", False)).header.err == 0
+        client.close()
     finally:
         server.cleanup()

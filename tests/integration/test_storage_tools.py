@@ -6,6 +6,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -94,3 +95,24 @@ def test_purge_keeps_the_newest_snapshots_and_what_they_need(data_dir: Path, tmp
     after = recover(OsDisk(), DataDirs.of(str(copy))).tree
     assert after.digest == before.digest and after.last_processed_zxid == before.last_processed_zxid
     assert _zkpy("purge", str(copy), "-n", "2").returncode == 2
+
+
+def test_autopurge_runs_at_start_and_keeps_snap_retain_count(data_dir: Path, tmp_path: Path) -> None:
+    """autopurge.purgeInterval > 0 purges at start and then every interval (DatadirCleanupManager)."""
+    workdir = tmp_path / "server"
+    workdir.mkdir()
+    subprocess.run(["cp", "-r", str(data_dir), str(workdir / "data")], check=True)
+    snapshots = sorted((workdir / "data" / "version-2").glob("snapshot.*"), key=lambda p: int(p.name[9:], 16))
+    doomed = snapshots[:-3]
+    assert doomed
+    server = start_zkpy({"autopurge.purgeInterval": "1", "autopurge.snapRetainCount": "3"}, workdir=str(workdir))
+    try:
+        deadline = time.monotonic() + 15
+        while any(p.exists() for p in doomed):
+            assert time.monotonic() < deadline, "autopurge did not remove the old snapshots"
+            time.sleep(0.05)
+        assert snapshots[-1].exists()
+        # three kept, and perhaps the snapshot the start itself took after replaying the logs
+        assert 3 <= len(list((workdir / "data" / "version-2").glob("snapshot.*"))) <= 4
+    finally:
+        server.cleanup()
