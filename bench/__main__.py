@@ -4,6 +4,10 @@ Starts each server as a real standalone process on 127.0.0.1 (``zkpy.testing.ser
 creates the znodes, then for every workload runs zkpy and then Apache ZooKeeper, and prints
 one table with throughput, latency percentiles, CPU used and the zkpy/ZooKeeper ratio.
 ``--hosts`` benchmarks an already running server instead (for profiling it).
+
+``python -m bench durability [...]`` runs the durability rows instead (fsync counters, create
+latency, restart on a large tree, snapshots under load): see ``bench/durability.py`` and
+``python -m bench durability --help``.
 """
 
 from __future__ import annotations
@@ -141,6 +145,11 @@ def _log(msg: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["durability"]:
+        from . import durability
+
+        return durability.main(argv[1:])
     args = parse_args(argv)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     for m in modes:

@@ -24,6 +24,7 @@ import os
 import random
 import time
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,6 +95,7 @@ class RunResult:
     server_cpu: float | None = None  # cores used by the server over the window
     generator_cpu: float | None = None  # cores used by the generator processes
     sessions: int = 0
+    probes: tuple[Any, Any] | None = None  # what ``run``'s probe returned at the window's edges
 
     @property
     def ops(self) -> int:
@@ -336,8 +338,12 @@ def _cpu_total(pids: list[int]) -> float | None:
 # --- parent ---
 
 
-def run(kind: str, target: Target, spec: ThroughputSpec | CreateSpec) -> RunResult:
-    """Run one mode with ``spec.processes`` generator processes; blocks until they finish."""
+def run(kind: str, target: Target, spec: ThroughputSpec | CreateSpec,
+        probe: Callable[[], Any] | None = None) -> RunResult:
+    """Run one mode with ``spec.processes`` generator processes; blocks until they finish.
+
+    ``probe`` (e.g. reading the server's counters) is called at the start and at the end of the
+    measured window; ``RunResult.probes`` holds the two results."""
     processes = spec.processes if kind == "throughput" else min(spec.processes, spec.workers)  # type: ignore[union-attr]
     ctx = mp.get_context("fork")
     barrier = ctx.Barrier(processes + 1)
@@ -347,23 +353,27 @@ def run(kind: str, target: Target, spec: ThroughputSpec | CreateSpec) -> RunResu
     for p in procs:
         p.start()
     server_cpu = gen_cpu = None
+    probes: tuple[Any, Any] | None = None
     try:
         barrier.wait(60)
         t0 = time.monotonic()
         time.sleep(spec.warmup_s)
         pids = [p.pid for p in procs if p.pid is not None]
+        p0 = probe() if probe is not None else None
         s0 = _cpu_s(target.pid) if target.pid else None
         g0 = _cpu_total(pids)
         time.sleep(max(0.0, t0 + spec.warmup_s + spec.duration_s - time.monotonic()))
         s1 = _cpu_s(target.pid) if target.pid else None
         g1 = _cpu_total(pids)
+        if probe is not None:
+            probes = (p0, probe())
         if s0 is not None and s1 is not None:
             server_cpu = (s1 - s0) / spec.duration_s
         if g0 is not None and g1 is not None:
             gen_cpu = (g1 - g0) / spec.duration_s
     except Exception:  # a child failed before the barrier (BrokenBarrierError): its message follows
         pass
-    merged = RunResult(spec.duration_s, server_cpu=server_cpu, generator_cpu=gen_cpu)
+    merged = RunResult(spec.duration_s, server_cpu=server_cpu, generator_cpu=gen_cpu, probes=probes)
     failures = []
     for _ in procs:
         _, result, error = results.get(timeout=spec.warmup_s + spec.duration_s + 120)

@@ -279,10 +279,20 @@ def _mntr(server: Any, conn: Connection | None) -> str:
         ("connection_drop_probability", "0.0"),
         ("outstanding_tls_handshake", 0),
     ]
+    worker = getattr(getattr(server, "persistence", None), "worker", None)
+    if worker is not None:  # the fsync worker's group commits, under ZooKeeper's metric names
+        values += _summary("fsynctime", worker.fsync_time_ms) + _summary("sync_processor_batch_size", worker.batch_size)
     open_fds, max_fds = _open_fds(), _max_fds()
     if open_fds is not None and max_fds is not None:  # ZooKeeper reports both, on Unix only
         values += [("open_file_descriptor_count", open_fds), ("max_file_descriptor_count", max_fds)]
     return "".join(f"zk_{key}\t{value}\n" for key, value in values)
+
+
+def _summary(name: str, counter: Any) -> list[tuple[str, object]]:
+    """A BASIC ``Summary`` as 3.8's mntr prints it: ``avg_``, ``min_``, ``max_``, ``cnt_``, ``sum_``."""
+    count, total = counter.count, counter.total
+    return [(f"avg_{name}", java_double(_avg(total, count))), (f"min_{name}", counter.min),
+            (f"max_{name}", counter.max), (f"cnt_{name}", count), (f"sum_{name}", total)]
 
 
 def _conf(server: Any, conn: Connection | None) -> str:

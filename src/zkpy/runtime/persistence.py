@@ -39,8 +39,34 @@ SNAPSHOT_SLICE_S = 0.002  # serialize for at most this long per loop turn
 TMP_PREFIX = "tmp."
 
 
+class AvgMinMax:
+    """ZooKeeper's AvgMinMaxCounter (a BASIC ``Summary``): count, sum, min and max of integer
+    samples, which ``mntr`` prints as ``zk_{avg,min,max,cnt,sum}_<name>``. Written by one thread;
+    a reader on another thread may see a sample half-added, as ZooKeeper's reader may."""
+
+    __slots__ = ("count", "total", "min", "max")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.total = 0
+        self.min = 0  # 0 until the first sample, as mntr reports an empty counter
+        self.max = 0
+
+    def add(self, value: int) -> None:
+        if not self.count or value < self.min:
+            self.min = value
+        if value > self.max:
+            self.max = value
+        self.total += value
+        self.count += 1
+
+
 class FsyncWorker(threading.Thread):
-    """The one thread in the request path: append what the loop handed over, fsync, report."""
+    """The one thread in the request path: append what the loop handed over, fsync, report.
+
+    Statistics for ``mntr``, under ZooKeeper 3.8's metric names: ``fsync_time_ms`` is
+    ``fsynctime`` (each group commit's sync, whole milliseconds as FileTxnLog measures it) and
+    ``batch_size`` is ``sync_processor_batch_size`` (txns per group commit)."""
 
     def __init__(self, writer: TxnLogWriter, report: Callable[[int], None], fail: Callable[[BaseException], None]) -> None:
         super().__init__(name="zkpy-fsync", daemon=True)
@@ -52,6 +78,8 @@ class FsyncWorker(threading.Thread):
         self._stopping = False
         self.fsyncs = 0
         self.txns = 0
+        self.fsync_time_ms = AvgMinMax()
+        self.batch_size = AvgMinMax()
 
     def submit(self, first_zxid: int, records: bytes, count: int, roll_after: bool) -> None:
         with self._cond:
@@ -79,7 +107,10 @@ class FsyncWorker(threading.Thread):
                     count += n
                     if roll_after:
                         writer.roll()  # syncs the old file
+                t0 = time.perf_counter_ns()
                 writer.sync()
+                self.fsync_time_ms.add((time.perf_counter_ns() - t0) // 1_000_000)
+                self.batch_size.add(count)
                 self.fsyncs += 1
                 self.txns += count
                 self._report(count)
@@ -104,7 +135,8 @@ class Persistence:
         self._snap_file: AppendFile | None = None
         self._snap_io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zkpy-snapshot")
         self._snap_started = 0.0
-        self.longest_pause_ms = 0.0  # longest single snapshot slice on the loop, for mntr and the logs
+        self.longest_pause_ms = 0.0  # longest single snapshot slice on the loop since the server started
+        self.snapshot_pause_ms = 0.0  # the same for the current (or last) snapshot: its log line shows it
         self.snapshots_taken = 0
         self.failed: BaseException | None = None
         self.closed = False
@@ -177,6 +209,7 @@ class Persistence:
             log.warning("too busy to snapshot, skipping (a snapshot is still being written)")
             return False
         t0 = time.perf_counter()
+        self.snapshot_pause_ms = 0.0
         self.snapshot = SnapshotWriter(tree)
         path = join(self.dirs.snap_dir, TMP_PREFIX + snapshot_name(self.snapshot.zxid))
         first = self.snapshot.step(0)
@@ -239,10 +272,12 @@ class Persistence:
         self.snapshots_taken += 1
         log.info("snapshot %s written: %d znodes in %.2fs, longest pause on the loop %.1f ms",
                  future.result(), writer.nodes_written if writer else -1,
-                 time.perf_counter() - self._snap_started, self.longest_pause_ms)
+                 time.perf_counter() - self._snap_started, self.snapshot_pause_ms)
 
     def _note_pause(self, t0: float) -> None:
-        self.longest_pause_ms = max(self.longest_pause_ms, (time.perf_counter() - t0) * 1000)
+        pause_ms = (time.perf_counter() - t0) * 1000
+        self.snapshot_pause_ms = max(self.snapshot_pause_ms, pause_ms)
+        self.longest_pause_ms = max(self.longest_pause_ms, pause_ms)
 
     @property
     def snapshot_in_progress(self) -> bool:
