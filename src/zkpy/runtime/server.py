@@ -9,6 +9,7 @@ answered (then flushed again): a write's reply never leaves before its fsync.
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import logging
 import time
@@ -139,6 +140,9 @@ class ZkServer:
         log.info("recovered zxid 0x%x, %d znodes, %d sessions, digest 0x%x in %.2fs", tree.last_processed_zxid,
                  tree.node_count(), len(tree.sessions), tree.digest, self.recovery_s)
         self.core = ServerCore(config, _now_ms(), _wall_ms(), log=log.info, tree=tree)
+        # the recovered tree lives as long as the server: keep the collector from walking it
+        gc.collect()
+        gc.freeze()
         self.persistence = Persistence(config, self.disk, self.dirs)
         self.handed = 0  # proposals handed to the fsync worker and not yet applied
         self.protocols: dict[int, ClientProtocol] = {}

@@ -71,6 +71,14 @@ class ChangeRecord:
     child_count: int = 0
     acl: tuple[ACL, ...] = ()
 
+    def changed(self, zxid: int, **fields: int) -> ChangeRecord:
+        """A copy after the txn ``zxid`` (dataclasses.replace, without its cost on the write path)."""
+        rec = ChangeRecord(zxid, self.path, self.exists, self.version, self.cversion, self.aversion,
+                           self.ephemeral_owner, self.child_count, self.acl)
+        for name, value in fields.items():
+            setattr(rec, name, value)
+        return rec
+
 
 class Prep:
     """Turns write requests into txns against the tree plus the outstanding changes."""
@@ -178,7 +186,7 @@ class Prep:
             node = self.record(path)
             check_acl(node.acl, Perms.WRITE, auth)
             version = _check_version(node.version, req.version, path)
-            self._add(replace(node, zxid=zxid, version=version))
+            self._add(node.changed(zxid, version=version))
             return SetDataTxn(path, req.data, version)
         if op == OpCode.SET_ACL:
             _check_live(live)
@@ -189,7 +197,7 @@ class Prep:
             version = _check_version(node.aversion, req.version, path)
             # the change record keeps the old ACL, as ZooKeeper's does (it only bumps aversion):
             # requests prepped before this txn is applied are still checked against the old ACL
-            self._add(replace(node, zxid=zxid, aversion=version))
+            self._add(node.changed(zxid, aversion=version))
             return SetACLTxn(path, list(acl), version)
         if op == OpCode.CHECK:
             _check_live(live)
@@ -249,12 +257,12 @@ class Prep:
         else:
             txn = CreateTxn(path, req.data, list(acl), mode.is_ephemeral, new_cversion)
             owner = session if mode.is_ephemeral else 0
-        self._add(replace(parent, zxid=zxid, child_count=parent.child_count + 1, cversion=new_cversion))
+        self._add(parent.changed(zxid, child_count=parent.child_count + 1, cversion=new_cversion))
         self._add(ChangeRecord(zxid, path, True, 0, 0, 0, owner, 0, acl))
         return txn
 
     def _delete(self, path: str, parent: ChangeRecord, zxid: int) -> DeleteTxn:
-        self._add(replace(parent, zxid=zxid, child_count=parent.child_count - 1))
+        self._add(parent.changed(zxid, child_count=parent.child_count - 1))
         self._add(ChangeRecord(zxid, path, False))
         return DeleteTxn(path)
 

@@ -489,11 +489,15 @@ def _parse(name: str, zxid: int, data: bytes) -> LoadedSnapshot:
         count += 1
         if len(nodes) != count:
             raise fail(pos, f"{path} appears twice")
-        if not pb.startswith(_ZK_SUBTREE):
+        if pb.startswith(_ZK_SUBTREE):
+            node.digest = 0
+        else:
             crc = crc32(pb)
             if d:
                 crc = crc32(d, crc)
-            digest += crc32(digest_pack(czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, owner), crc)
+            node.digest = crc = crc32(digest_pack(czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion,
+                                                  owner), crc)
+            digest += crc
     if "/" not in nodes:
         raise fail(pos, "no root node")
 

@@ -35,7 +35,7 @@ class Node:
     """One znode: data, ACL, the persisted stat fields and the child names."""
 
     __slots__ = ("data", "acl", "czxid", "mzxid", "ctime", "mtime", "version", "cversion",
-                 "aversion", "ephemeral_owner", "pzxid", "children")
+                 "aversion", "ephemeral_owner", "pzxid", "children", "digest")
 
     def __init__(self, data: bytes | None, acl: tuple[ACL, ...], zxid: int, time: int, ephemeral_owner: int) -> None:
         self.data = data
@@ -45,6 +45,7 @@ class Node:
         self.version = self.cversion = self.aversion = 0
         self.ephemeral_owner = ephemeral_owner
         self.children: dict[str, None] = {}
+        self.digest = 0  # this node's share of the tree digest, kept so removing it costs no CRC
 
     def stat(self) -> Stat:
         """The client's Stat. ``cversion`` is stored as the count of child creations (it names
@@ -154,13 +155,14 @@ class DataTree:
 
     def _put(self, path: str, node: Node) -> None:
         self.nodes[path] = node
-        self.digest = (self.digest + self.node_digest(path, node)) & _MASK64
+        self._rehash(path, node)
 
     def _unhash(self, path: str, node: Node) -> None:
-        self.digest = (self.digest - self.node_digest(path, node)) & _MASK64
+        self.digest = (self.digest - node.digest) & _MASK64
 
     def _rehash(self, path: str, node: Node) -> None:
-        self.digest = (self.digest + self.node_digest(path, node)) & _MASK64
+        node.digest = self.node_digest(path, node)
+        self.digest = (self.digest + node.digest) & _MASK64
 
     def intern_acl(self, acl: list[ACL] | tuple[ACL, ...]) -> tuple[ACL, ...]:
         """One shared tuple per distinct ACL (ZooKeeper's ReferenceCountedACLCache, minus the counts)."""
