@@ -5,3 +5,20 @@ zkCli.sh and the Java client use it unchanged.
 """
 
 __version__ = "0.1.0"
+
+__all__ = ["AsyncClient", "ClientState", "WatchedEvent"]
+
+_CLIENT_NAMES = {"AsyncClient": "zkpy.client.aio", "ClientState": "zkpy.client.core", "WatchedEvent": "zkpy.client.core"}
+_CLIENT_NAMES["Client"] = "zkpy.client.sync"
+_CLIENT_NAMES["RetryPolicy"] = "zkpy.client.retry"
+__all__ += ["Client", "RetryPolicy"]
+
+
+def __getattr__(name: str) -> object:
+    """Client names load lazily, so ``import zkpy`` stays cheap (the server does not need them)."""
+    module = _CLIENT_NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'zkpy' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

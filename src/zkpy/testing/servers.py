@@ -170,3 +170,152 @@ def start_apache(settings: Mapping[str, str | None] | None = None, ready_s: floa
     server = ServerProcess("apache", port, proc, workdir, log_path)
     _wait_ready(server, ready_s)
     return server
+
+
+def server_mode(server: ServerProcess, timeout: float = 1.0) -> str | None:
+    """The ``Mode:`` a server reports in ``srvr`` (``standalone``, ``leader``, ``follower``,
+    ``observer``, ``read-only``), or ``None`` if it does not answer or is not serving."""
+    try:
+        answer = four_letter(server.port, "srvr", timeout=timeout)
+    except OSError:
+        return None
+    for line in answer.splitlines():
+        if line.startswith("Mode:"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def server_zxid(server: ServerProcess, timeout: float = 1.0) -> int | None:
+    """The ``Zxid:`` a server reports in ``srvr``, or ``None`` if it does not answer."""
+    try:
+        answer = four_letter(server.port, "srvr", timeout=timeout)
+    except OSError:
+        return None
+    for line in answer.splitlines():
+        if line.startswith("Zxid:"):
+            return int(line.split(":", 1)[1].strip(), 16)
+    return None
+
+
+def ensemble_hosts(servers: Sequence[ServerProcess]) -> str:
+    """The connect string naming every server of an ensemble."""
+    return ",".join(s.hosts for s in servers)
+
+
+def ensemble_leader(servers: Sequence[ServerProcess], deadline_s: float = 30.0) -> ServerProcess:
+    """The running server that reports ``Mode: leader``, waiting up to ``deadline_s`` for one
+    (after a leader dies the others need an election)."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        for s in servers:
+            if s.proc.poll() is None and server_mode(s) == "leader":
+                return s
+        if time.monotonic() >= deadline:
+            modes = {s.extra.get("myid", s.hosts): server_mode(s) for s in servers}
+            raise RuntimeError(f"no leader within {deadline_s}s: {modes}")
+        time.sleep(0.05)
+
+
+def wait_ensemble_serving(servers: Sequence[ServerProcess], deadline_s: float = 60.0) -> None:
+    """Wait until every running server of ``servers`` is a serving leader or follower."""
+    deadline = time.monotonic() + deadline_s
+    pending = [s for s in servers if s.proc.poll() is None]
+    while pending:
+        for s in list(pending):
+            if s.proc.poll() is not None:
+                raise RuntimeError(f"ensemble server {s.extra.get('myid')} exited with {s.proc.returncode}:\n"
+                                   f"{s.log()[-4000:]}")
+            if server_mode(s) in ("leader", "follower"):
+                pending.remove(s)
+        if not pending:
+            return
+        if time.monotonic() >= deadline:
+            logs = "\n".join(f"--- server {s.extra.get('myid')}:\n{s.log()[-2000:]}" for s in pending)
+            raise RuntimeError(f"ensemble not serving within {deadline_s}s:\n{logs}")
+        time.sleep(0.05)
+
+
+def start_apache_ensemble(n: int = 3, settings: Mapping[str, str | None] | None = None,
+                          ready_s: float = 60.0, *, tick_ms: int = 500) -> list[ServerProcess]:
+    """``n`` Apache ZooKeeper 3.8 servers forming one ensemble on loopback (Debian's package).
+
+    Each has its own data dir (with its ``myid``), client port, quorum port and election port
+    (``server.N=127.0.0.1:quorum:election``); ``extra`` holds ``myid``, ``quorum_port`` and
+    ``election_port``. All are started before any is waited for; the list is returned, in myid
+    order, once every server answers ``srvr`` as leader or follower. ``ensemble_leader`` finds
+    the leader, ``ensemble_hosts`` gives the connect string; ``cleanup()`` each server at the end.
+    """
+    if n < 1:
+        raise ValueError("an ensemble needs at least one server")
+    root = tempfile.mkdtemp(prefix="zk-ensemble-test-")
+    ports = [(free_port(), free_port(), free_port()) for _ in range(n)]
+    members = {f"server.{i + 1}": f"127.0.0.1:{quorum}:{election}" for i, (_, quorum, election) in enumerate(ports)}
+    servers: list[ServerProcess] = []
+    try:
+        for i, (client, quorum, election) in enumerate(ports):
+            myid = i + 1
+            workdir = os.path.join(root, f"server{myid}")
+            os.makedirs(os.path.join(workdir, "data"))
+            with open(os.path.join(workdir, "data", "myid"), "w", encoding="ascii") as f:
+                f.write(f"{myid}\n")
+            cfg = _write_cfg(workdir, client, {
+                "tickTime": str(tick_ms), "initLimit": "10", "syncLimit": "5",
+                "admin.enableServer": "false", "standaloneEnabled": "false", "reconfigEnabled": "false",
+                "cnxTimeout": "1000", **members, **(settings or {}),
+            })
+            log_path = os.path.join(workdir, "server.log")
+            cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                   "-Dzookeeper.extendedTypesEnabled=true", "-Dzookeeper.admin.enableServer=false",
+                   "-cp", f"{ZK_CONF_DIR}:{ZK_JAR}", "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg]
+            with open(log_path, "ab") as log:
+                proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
+            servers.append(ServerProcess("apache", client, proc, workdir, log_path,
+                                         {"myid": str(myid), "quorum_port": str(quorum),
+                                          "election_port": str(election), "root": root}))
+        wait_ensemble_serving(servers, ready_s)
+    except BaseException:
+        for s in servers:
+            s.stop(signal.SIGKILL)
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    return servers
+
+
+def restart_ensemble_member(server: ServerProcess) -> ServerProcess:
+    """Start again, on the same ports and data dir, an ensemble member that was stopped."""
+    if server.proc.poll() is None:
+        raise RuntimeError(f"server {server.extra.get('myid')} is still running")
+    log_path = server.log_path
+    cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+           "-Dzookeeper.extendedTypesEnabled=true", "-Dzookeeper.admin.enableServer=false",
+           "-cp", f"{ZK_CONF_DIR}:{ZK_JAR}", "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+           os.path.join(server.workdir, "zoo.cfg")]
+    with open(log_path, "ab") as log:
+        server.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=server.workdir)
+    return server
+
+
+def cleanup_ensemble(servers: Sequence[ServerProcess]) -> None:
+    """Stop every server of an ensemble and remove its data dirs."""
+    for s in servers:
+        s.stop()
+    for s in servers:
+        shutil.rmtree(s.workdir, ignore_errors=True)
+    roots = {s.extra["root"] for s in servers if "root" in s.extra}
+    for root in roots:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def server_of_session(servers: Sequence[ServerProcess], session_id: int) -> ServerProcess | None:
+    """The running server whose ``cons`` lists a connection of ``session_id``, if any."""
+    needle = f"sid=0x{session_id:x}"
+    for s in servers:
+        if s.proc.poll() is not None:
+            continue
+        try:
+            answer = four_letter(s.port, "cons", timeout=1.0)
+        except OSError:
+            continue
+        if any(needle + "," in line or needle + ")" in line for line in answer.splitlines()):
+            return s
+    return None

@@ -1,0 +1,667 @@
+"""``AsyncClient``: the asyncio shell around ``ClientCore`` (one TCP or TLS connection at a time).
+
+The shell owns the transport, the clock (``loop.time()``), the reconnect loop and the futures;
+every protocol decision is the core's. Ordering: the core turns each batch of received bytes
+into events in the server's order and the shell acts on them in that order, inside
+``data_received``:
+
+* a watch callback is called inline, synchronously, when its notification is processed —
+  before the futures of any later reply are resolved;
+* a reply resolves its future with ``set_result``; asyncio wakes the awaiting coroutines later,
+  but in the order the futures were resolved, so user code awaiting results sees completions in
+  the server's order, and after every watch callback that preceded them.
+
+Requests issued while the client is connecting or suspended wait for the connection (at most
+the session timeout) and then fail with ``ConnectionLoss``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import ssl
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+from zkpy.errors import (
+    ConnectionLoss,
+    NodeExistsError,
+    NoNodeError,
+    NoWatcherError,
+    ProtocolError,
+    RuntimeInconsistency,
+    SessionExpiredError,
+    ZookeeperError,
+    error_for,
+)
+from zkpy.wire.consts import AddWatchMode, CreateMode, EventType, KeeperState, OpCode, Perms, WatcherType
+from zkpy.wire.multi import Op, OpResult
+from zkpy.wire.proto import (
+    ACL,
+    AddWatchRequest,
+    CheckVersionRequest,
+    CheckWatchesRequest,
+    ClientInfo,
+    CreateRequest,
+    CreateTTLRequest,
+    DeleteRequest,
+    ExistsRequest,
+    GetACLRequest,
+    GetAllChildrenNumberRequest,
+    GetChildren2Request,
+    GetChildrenRequest,
+    GetDataRequest,
+    GetEphemeralsRequest,
+    Id,
+    RemoveWatchesRequest,
+    SetACLRequest,
+    SetDataRequest,
+    Stat,
+    SyncRequest,
+)
+
+from .core import (
+    ClientCore,
+    ClientEvent,
+    ClientState,
+    Connected,
+    Reply,
+    RequestFailed,
+    StateChanged,
+    WatchedEvent,
+    WatchFired,
+    WatchRegistration,
+    WatchRemoval,
+    validate_path,
+)
+
+log = logging.getLogger(__name__)
+
+OPEN_ACL_UNSAFE = [ACL(int(Perms.ALL), Id("world", "anyone"))]
+Listener = Callable[[ClientState], Any]
+WatchCallback = Callable[[WatchedEvent], Any]
+
+
+class _Connection(asyncio.Protocol):
+    def __init__(self, client: AsyncClient) -> None:
+        self.client = client
+        self.transport: asyncio.Transport | None = None
+        self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.client._on_connection_made(self)
+
+    def data_received(self, data: bytes) -> None:
+        self.client._on_data(self, data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.client._on_connection_lost(self)
+        if not self.lost.done():
+            self.lost.set_result(None)
+
+
+class Transaction:
+    """Ops collected for one multi; ``await tx.commit()`` sends them."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+        self._ops: list[Op] = []
+        self.committed = False
+
+    def create(self, path: str, value: bytes = b"", acl: Sequence[ACL] | None = None, *, ephemeral: bool = False,
+               sequence: bool = False, container: bool = False, ttl_ms: int | None = None) -> None:
+        op, rec = self._client._create_record(path, value, acl, ephemeral, sequence, container, ttl_ms, False)
+        self._ops.append(Op(op, rec))
+
+    def delete(self, path: str, version: int = -1) -> None:
+        validate_path(path)
+        self._ops.append(Op(OpCode.DELETE, DeleteRequest(path, version)))
+
+    def set_data(self, path: str, value: bytes, version: int = -1) -> None:
+        validate_path(path)
+        self._ops.append(Op(OpCode.SET_DATA, SetDataRequest(path, value, version)))
+
+    def check(self, path: str, version: int) -> None:
+        validate_path(path)
+        self._ops.append(Op(OpCode.CHECK, CheckVersionRequest(path, version)))
+
+    async def commit(self) -> list[Any]:
+        """One result per op: the path (create), ``Stat`` (set_data), ``True`` (delete, check); if the
+        multi failed, the ``ZookeeperError`` of each op (``RuntimeInconsistency`` for the ops that
+        were not the cause)."""
+        if self.committed:
+            raise ValueError("transaction already committed")
+        self.committed = True
+        if not self._ops:
+            return []
+        reply = await self._client._submit(OpCode.MULTI, list(self._ops))
+        results: list[OpResult] = reply.response or []
+        if reply.err and not results:
+            raise error_for(reply.err)
+        out: list[Any] = []
+        for op, r in zip(self._ops, results):
+            if r.type == OpCode.ERROR:
+                out.append(error_for(r.err, getattr(op.request, "path", None)) if r.err
+                           else RuntimeInconsistency("", getattr(op.request, "path", None)))
+            elif r.type in (OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_TTL, OpCode.CREATE_CONTAINER):
+                out.append(r.path)
+            elif r.type == OpCode.SET_DATA:
+                out.append(r.stat)
+            else:
+                out.append(True)
+        return out
+
+    async def __aenter__(self) -> Transaction:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if exc[0] is None and not self.committed:
+            await self.commit()
+
+
+class AsyncClient:
+    """A ZooKeeper session over asyncio; see docs/client.md for the whole API."""
+
+    def __init__(self, hosts: str, *, session_timeout: float = 10.0, connect_timeout: float | None = None,
+                 read_only: bool = False, auth: Sequence[tuple[str, bytes]] = (),
+                 default_acl: Sequence[ACL] | None = None, ssl_context: ssl.SSLContext | None = None,
+                 rng: random.Random | None = None) -> None:
+        self._core = ClientCore(
+            hosts,
+            session_timeout_ms=int(session_timeout * 1000),
+            connect_timeout_ms=None if connect_timeout is None else int(connect_timeout * 1000),
+            read_only=read_only,
+            rng=rng if rng is not None else random.Random(),
+            auth=auth,
+        )
+        self.hosts = hosts
+        self.session_timeout = session_timeout
+        self.default_acl = list(default_acl) if default_acl is not None else OPEN_ACL_UNSAFE
+        self.ssl_context = ssl_context
+        self._listeners: list[Listener] = []
+        self._state_waiters: list[asyncio.Future[None]] = []
+        self._conn: _Connection | None = None
+        self._run_task: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def state(self) -> ClientState:
+        return self._core.state
+
+    @property
+    def connected(self) -> bool:
+        return self._core.state.is_connected
+
+    @property
+    def last_zxid(self) -> int:
+        return self._core.last_zxid
+
+    @property
+    def session_id(self) -> int:
+        return self._core.session_id
+
+    @property
+    def client_id(self) -> tuple[int, bytes]:
+        return self._core.session_id, self._core.session_passwd
+
+    @property
+    def negotiated_timeout_ms(self) -> int:
+        return self._core.negotiated_timeout_ms
+
+    @property
+    def chroot(self) -> str | None:
+        return self._core.chroot
+
+    def add_listener(self, callback: Listener) -> None:
+        self._listeners.append(callback)
+
+    def remove_listener(self, callback: Listener) -> None:
+        self._listeners.remove(callback)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self, timeout: float = 15.0) -> None:
+        """Connect and establish the session; ConnectionLoss if no server accepts it in time."""
+        if self._run_task is not None:
+            raise RuntimeError("start() called twice")
+        self._loop = asyncio.get_running_loop()
+        self._run_task = self._loop.create_task(self._run(), name="zkpy-client-connect")
+        try:
+            await self._wait_connected(timeout)
+        except BaseException:
+            await self._shutdown()
+            raise
+
+    async def close(self) -> None:
+        """Close the session (closeSession: its ephemerals go) and the connection."""
+        core = self._core
+        if core.state is ClientState.CLOSED and self._run_task is None:
+            return
+        conn = self._conn
+        if core.state.is_connected and conn is not None and conn.transport is not None:
+            fut = asyncio.get_running_loop().create_future()
+            try:
+                conn.transport.write(core.close_request(fut))
+                await asyncio.wait_for(fut, max(1.0, self.session_timeout / 2))
+            except (ZookeeperError, TimeoutError):
+                pass
+        await self._shutdown()
+
+    async def _shutdown(self) -> None:
+        self._dispatch(self._core.close() if self._core.state is not ClientState.CLOSED else [])
+        conn, self._conn = self._conn, None
+        if conn is not None and conn.transport is not None:
+            conn.transport.close()
+        self._cancel_timer()
+        task, self._run_task = self._run_task, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+
+    async def __aenter__(self) -> AsyncClient:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _run(self) -> None:
+        """Connect, wait for the connection to drop, move to the next host; until the session ends."""
+        loop = asyncio.get_running_loop()
+        core = self._core
+        while not core.state.is_terminal:
+            delay = core.backoff_ms()
+            if delay:
+                await asyncio.sleep(delay / 1000)
+            host, port = core.next_host()
+            try:
+                _, conn = await asyncio.wait_for(
+                    loop.create_connection(lambda: _Connection(self), host, port, ssl=self.ssl_context,
+                                           server_hostname=host if self.ssl_context is not None else None),
+                    core.connect_timeout_ms / 1000)
+            except (OSError, TimeoutError, ssl.SSLError) as exc:
+                log.debug("connect to %s:%s failed: %s", host, port, exc)
+                continue
+            await conn.lost
+
+    def _now_ms(self) -> int:
+        return int(asyncio.get_running_loop().time() * 1000)
+
+    def _on_connection_made(self, conn: _Connection) -> None:
+        if self._core.state.is_terminal:
+            conn.transport.close()  # type: ignore[union-attr]
+            return
+        self._conn = conn
+        conn.transport.write(self._core.connection_made(self._now_ms()))  # type: ignore[union-attr]
+        self._schedule_timer()
+
+    def _on_data(self, conn: _Connection, data: bytes) -> None:
+        if conn is not self._conn:
+            return
+        try:
+            events = self._core.receive(data, self._now_ms())
+        except ProtocolError as exc:
+            log.warning("protocol error from server, dropping the connection: %s", exc)
+            conn.transport.abort()  # type: ignore[union-attr]
+            return
+        self._dispatch(events)
+        if not self._core.has_connection and conn.transport is not None:
+            conn.transport.close()  # the session ended (expired, auth failed, closed)
+
+    def _on_connection_lost(self, conn: _Connection) -> None:
+        if conn is not self._conn:
+            return
+        self._conn = None
+        self._cancel_timer()
+        if self._core.has_connection:
+            self._dispatch(self._core.connection_lost())
+
+    # ------------------------------------------------------------------ timer
+
+    def _schedule_timer(self) -> None:
+        self._cancel_timer()
+        core = self._core
+        now = self._now_ms()
+        wake = core.dead_at_ms()
+        if core.state.is_connected:
+            wake = min(wake, core.next_ping_ms(now))
+        self._timer = asyncio.get_running_loop().call_later(max(0, wake - now) / 1000 + 0.001, self._on_timer)
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        conn = self._conn
+        if conn is None or conn.transport is None:
+            return
+        now = self._now_ms()
+        core = self._core
+        if core.is_dead(now):
+            log.info("nothing heard from the server for too long; trying the next one")
+            conn.transport.abort()
+            return
+        if core.should_ping(now):
+            conn.transport.write(core.ping(now))
+        self._schedule_timer()
+
+    # ------------------------------------------------------------------ events
+
+    def _dispatch(self, events: list[ClientEvent]) -> None:
+        for ev in events:
+            if isinstance(ev, Reply):
+                fut = ev.handle
+                if not fut.done():
+                    fut.set_result(ev)
+            elif isinstance(ev, WatchFired):
+                for cb in ev.callbacks:
+                    try:
+                        cb(ev.event)
+                    except Exception:
+                        log.exception("watch callback %r failed", cb)
+            elif isinstance(ev, RequestFailed):
+                fut = ev.handle
+                if not fut.done():
+                    fut.set_exception(ev.error)
+            elif isinstance(ev, Connected):
+                if self._conn is not None and self._conn.transport is not None and ev.setup:
+                    self._conn.transport.write(ev.setup)
+            elif isinstance(ev, StateChanged):
+                for listener in list(self._listeners):
+                    try:
+                        listener(ev.new)
+                    except Exception:
+                        log.exception("state listener %r failed", listener)
+                waiters, self._state_waiters = self._state_waiters, []
+                for w in waiters:
+                    if not w.done():
+                        w.set_result(None)
+
+    async def _wait_connected(self, timeout: float | None = None) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (self.session_timeout if timeout is None else timeout)
+        while True:
+            st = self._core.state
+            if st.is_connected:
+                return
+            if st is ClientState.EXPIRED:
+                raise SessionExpiredError()
+            if st.is_terminal:
+                if st is ClientState.AUTH_FAILED:
+                    raise error_for(-115)
+                raise ConnectionLoss("client is closed")
+            if self._run_task is None:
+                raise ConnectionLoss("client not started")
+            w = loop.create_future()
+            self._state_waiters.append(w)
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise ConnectionLoss("not connected")
+            try:
+                await asyncio.wait_for(w, remaining)
+            except TimeoutError:
+                raise ConnectionLoss("no server accepted the session in time") from None
+
+    async def _submit(self, op: int, record: Any, watch: WatchRegistration | WatchRemoval | None = None) -> Reply:
+        if not self._core.state.is_connected or self._conn is None:
+            await self._wait_connected()
+        conn = self._conn
+        assert conn is not None and conn.transport is not None
+        fut: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
+        conn.transport.write(self._core.request(op, record, fut, watch=watch, now_ms=self._now_ms()))
+        return await fut
+
+    async def _call(self, op: int, record: Any, path: str | None,
+                    watch: WatchRegistration | WatchRemoval | None = None) -> Any:
+        reply = await self._submit(op, record, watch)
+        if reply.err:
+            raise error_for(reply.err, path)
+        return reply.response
+
+    # ------------------------------------------------------------------ operations
+
+    def _create_record(self, path: str, value: bytes, acl: Sequence[ACL] | None, ephemeral: bool, sequence: bool,
+                       container: bool, ttl_ms: int | None, include_stat: bool) -> tuple[int, Any]:
+        validate_path(path)
+        acl_list = list(acl) if acl is not None else self.default_acl
+        if container:
+            if ephemeral or sequence or ttl_ms is not None:
+                raise ValueError("a container node cannot be ephemeral, sequential or have a TTL")
+            return OpCode.CREATE_CONTAINER, CreateRequest(path, value, acl_list, CreateMode.CONTAINER)
+        if ttl_ms is not None:
+            if ephemeral:
+                raise ValueError("an ephemeral node cannot have a TTL")
+            if ttl_ms <= 0:
+                raise ValueError("ttl_ms must be positive")
+            mode = CreateMode.PERSISTENT_SEQUENTIAL_WITH_TTL if sequence else CreateMode.PERSISTENT_WITH_TTL
+            return OpCode.CREATE_TTL, CreateTTLRequest(path, value, acl_list, mode, ttl_ms)
+        if ephemeral:
+            mode = CreateMode.EPHEMERAL_SEQUENTIAL if sequence else CreateMode.EPHEMERAL
+        else:
+            mode = CreateMode.PERSISTENT_SEQUENTIAL if sequence else CreateMode.PERSISTENT
+        return (OpCode.CREATE2 if include_stat else OpCode.CREATE), CreateRequest(path, value, acl_list, int(mode))
+
+    async def create(self, path: str, value: bytes = b"", acl: Sequence[ACL] | None = None, *,
+                     ephemeral: bool = False, sequence: bool = False, container: bool = False,
+                     ttl_ms: int | None = None, make_parents: bool = False,
+                     include_stat: bool = False) -> str | tuple[str, Stat]:
+        """Create a node; returns its path (``(path, Stat)`` with ``include_stat``).
+
+        Raises NodeExistsError, NoNodeError (parent missing, unless ``make_parents``),
+        NoChildrenForEphemeralsError, InvalidACLError, NoAuthError, ConnectionLoss, SessionExpiredError."""
+        op, rec = self._create_record(path, value, acl, ephemeral, sequence, container, ttl_ms, include_stat)
+        try:
+            resp = await self._call(op, rec, path)
+        except NoNodeError:
+            if not make_parents or path.rsplit("/", 1)[0] in ("", "/"):
+                raise
+            await self.ensure_path(path.rsplit("/", 1)[0], acl)
+            resp = await self._call(op, rec, path)
+        if include_stat:
+            return resp.path, resp.stat
+        return resp.path  # type: ignore[no-any-return]
+
+    async def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
+        """Delete a node (with ``recursive``, its subtree, children first; a missing node is fine).
+
+        Raises NoNodeError, BadVersionError, NotEmptyError, NoAuthError, ConnectionLoss, SessionExpiredError."""
+        validate_path(path)
+        if recursive:
+            await self._delete_recursive(path)
+            return
+        await self._call(OpCode.DELETE, DeleteRequest(path, version), path)
+
+    async def _delete_recursive(self, path: str) -> None:
+        try:
+            children = await self.get_children(path)
+        except NoNodeError:
+            return
+        for child in children:
+            await self._delete_recursive(path.rstrip("/") + "/" + child)
+        if path == "/":
+            return
+        try:
+            await self._call(OpCode.DELETE, DeleteRequest(path, -1), path)
+        except NoNodeError:
+            pass
+
+    async def exists(self, path: str, watch: WatchCallback | None = None) -> Stat | None:
+        """The node's Stat or None; ``watch`` is set either way (a data watch or an exist watch)."""
+        validate_path(path)
+        reg = WatchRegistration("exists", path, watch) if watch is not None else None
+        try:
+            resp = await self._call(OpCode.EXISTS, ExistsRequest(path, watch is not None), path, reg)
+        except NoNodeError:
+            return None
+        return resp.stat  # type: ignore[no-any-return]
+
+    async def get(self, path: str, watch: WatchCallback | None = None) -> tuple[bytes, Stat]:
+        """``(data, Stat)``; raises NoNodeError, NoAuthError, ConnectionLoss, SessionExpiredError."""
+        validate_path(path)
+        reg = WatchRegistration("data", path, watch) if watch is not None else None
+        resp = await self._call(OpCode.GET_DATA, GetDataRequest(path, watch is not None), path, reg)
+        return resp.data or b"", resp.stat
+
+    get_data = get
+
+    async def set(self, path: str, value: bytes, version: int = -1) -> Stat:
+        """Set the data; raises NoNodeError, BadVersionError, NoAuthError, ConnectionLoss, SessionExpiredError."""
+        validate_path(path)
+        resp = await self._call(OpCode.SET_DATA, SetDataRequest(path, value, version), path)
+        return resp.stat  # type: ignore[no-any-return]
+
+    set_data = set
+
+    async def get_children(self, path: str, watch: WatchCallback | None = None,
+                           include_stat: bool = False) -> list[str] | tuple[list[str], Stat]:
+        """Child names (``(names, Stat)`` with ``include_stat``); raises NoNodeError, NoAuthError, ..."""
+        validate_path(path)
+        reg = WatchRegistration("child", path, watch) if watch is not None else None
+        if include_stat:
+            resp = await self._call(OpCode.GET_CHILDREN2, GetChildren2Request(path, watch is not None), path, reg)
+            return list(resp.children), resp.stat
+        resp = await self._call(OpCode.GET_CHILDREN, GetChildrenRequest(path, watch is not None), path, reg)
+        return list(resp.children)
+
+    async def get_all_children_number(self, path: str) -> int:
+        validate_path(path)
+        resp = await self._call(OpCode.GET_ALL_CHILDREN_NUMBER, GetAllChildrenNumberRequest(path), path)
+        return int(resp.totalNumber)
+
+    async def get_ephemerals(self, prefix: str = "/") -> list[str]:
+        resp = await self._call(OpCode.GET_EPHEMERALS, GetEphemeralsRequest(prefix), prefix)
+        return list(resp.ephemerals)
+
+    async def get_acl(self, path: str) -> tuple[list[ACL], Stat]:
+        validate_path(path)
+        resp = await self._call(OpCode.GET_ACL, GetACLRequest(path), path)
+        return list(resp.acl), resp.stat
+
+    async def set_acl(self, path: str, acl: Sequence[ACL], version: int = -1) -> Stat:
+        validate_path(path)
+        resp = await self._call(OpCode.SET_ACL, SetACLRequest(path, list(acl), version), path)
+        return resp.stat  # type: ignore[no-any-return]
+
+    async def sync(self, path: str = "/") -> str:
+        validate_path(path)
+        resp = await self._call(OpCode.SYNC, SyncRequest(path), path)
+        return resp.path  # type: ignore[no-any-return]
+
+    def transaction(self) -> Transaction:
+        return Transaction(self)
+
+    async def multi_read(self, ops: Sequence[tuple[str, str]]) -> list[Any]:
+        """``ops``: ``("get", path)`` or ``("children", path)``; one result or ZookeeperError each."""
+        records: list[Op] = []
+        for kind, path in ops:
+            validate_path(path)
+            if kind == "get":
+                records.append(Op(OpCode.GET_DATA, GetDataRequest(path, False)))
+            elif kind == "children":
+                records.append(Op(OpCode.GET_CHILDREN, GetChildrenRequest(path, False)))
+            else:
+                raise ValueError(f"multi_read op must be 'get' or 'children', not {kind!r}")
+        if not records:
+            return []
+        reply = await self._submit(OpCode.MULTI_READ, records)
+        results: list[OpResult] = reply.response or []
+        if reply.err and not results:
+            raise error_for(reply.err)
+        out: list[Any] = []
+        for (_, path), r in zip(ops, results):
+            if r.type == OpCode.ERROR:
+                out.append(error_for(r.err, path))
+            elif r.type == OpCode.GET_DATA:
+                out.append((r.data or b"", r.stat))
+            else:
+                out.append(list(r.children or []))
+        return out
+
+    async def add_auth(self, scheme: str, credential: bytes) -> None:
+        """Add credentials to the session (replayed after reconnects); raises AuthFailedError."""
+        if not self._core.state.is_connected or self._conn is None:
+            await self._wait_connected()
+        conn = self._conn
+        assert conn is not None and conn.transport is not None
+        fut: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
+        conn.transport.write(self._core.auth_request(scheme, credential, fut, now_ms=self._now_ms()))
+        reply = await fut
+        if reply.err:
+            raise error_for(reply.err)
+
+    async def add_watch(self, path: str, callback: WatchCallback, recursive: bool = False) -> None:
+        """A persistent (or persistent-recursive) watch: fires on every change until remove_watches."""
+        validate_path(path)
+        mode = AddWatchMode.PERSISTENT_RECURSIVE if recursive else AddWatchMode.PERSISTENT
+        reg = WatchRegistration("recursive" if recursive else "persistent", path, callback)
+        await self._call(OpCode.ADD_WATCH, AddWatchRequest(path, int(mode)), path, reg)
+
+    async def remove_watches(self, path: str, kind: WatcherType = WatcherType.ANY,
+                             callback: WatchCallback | None = None) -> None:
+        """Remove this client's watches of ``kind`` on ``path`` (only ``callback``'s when given);
+        the removed callbacks get a *_WATCH_REMOVED event. NoWatcherError if none matched."""
+        validate_path(path)
+        core = self._core
+        if not core.has_watch(path, kind, callback):
+            raise NoWatcherError(path, path)
+        op = core.removal_op(path, kind, callback)
+        cls = CheckWatchesRequest if op == OpCode.CHECK_WATCHES else RemoveWatchesRequest
+        await self._call(op, cls(path, int(kind)), path, WatchRemoval(path, kind, callback))
+
+    async def check_watches(self, path: str, kind: WatcherType = WatcherType.ANY) -> None:
+        """NoWatcherError unless the server holds a watch of ``kind`` on ``path`` for this session."""
+        validate_path(path)
+        await self._call(OpCode.CHECK_WATCHES, CheckWatchesRequest(path, int(kind)), path)
+
+    async def whoami(self) -> list[ClientInfo]:
+        resp = await self._call(OpCode.WHO_AM_I, None, None)
+        return list(resp.clientInfo)
+
+    async def ensure_path(self, path: str, acl: Sequence[ACL] | None = None) -> None:
+        """Create every missing node of ``path`` (persistent, empty)."""
+        validate_path(path)
+        if path == "/" or await self.exists(path) is not None:
+            return
+        parts = path.split("/")[1:]
+        for i in range(1, len(parts) + 1):
+            node = "/" + "/".join(parts[:i])
+            try:
+                await self.create(node, b"", acl)
+            except NodeExistsError:
+                pass
+
+    async def watch(self, path: str, recursive: bool = False) -> AsyncIterator[WatchedEvent]:
+        """``async for event in zk.watch(path)``: a persistent watch for the life of the iteration.
+
+        Ends when the watch is removed; raises SessionExpiredError when the session expires."""
+        queue: asyncio.Queue[WatchedEvent] = asyncio.Queue()
+        callback = queue.put_nowait
+        await self.add_watch(path, callback, recursive)
+        try:
+            while True:
+                event = await queue.get()
+                if event.type == EventType.PERSISTENT_WATCH_REMOVED:
+                    return
+                if event.type == EventType.NONE:
+                    if event.state == KeeperState.EXPIRED:
+                        raise SessionExpiredError("", path)
+                    if event.state == KeeperState.AUTH_FAILED:
+                        raise error_for(-115, path)
+                    continue
+                yield event
+        finally:
+            if self._core.state.is_connected and self._core.has_watch(path, WatcherType.ANY, callback):
+                try:
+                    await self.remove_watches(path, WatcherType.ANY, callback)
+                except ZookeeperError:
+                    pass

@@ -1,0 +1,838 @@
+"""The client's session logic as a pure state machine (sans-I/O, like h11).
+
+No sockets, clocks, threads or ambient randomness: the shell (``aio.py``) feeds bytes and
+``now_ms`` in and writes the bytes that come out. One ``ClientCore`` lives for one session
+(across reconnects) and owns:
+
+* the state (``ClientState``) and its transitions (one table, ``_TRANSITIONS``);
+* the session (id, password, negotiated timeout) and ``last_zxid`` (sent on reconnect);
+* xid allocation (positive int32, wraps to 1) and the pending FIFO: replies come back in
+  request order, so a reply must match the head of the FIFO or the connection is broken;
+* chroot: prepended to every path going out, stripped from every path coming in
+  (created paths, multi results, sync, ephemerals, watch events);
+* the watch registry (one-time data/exist/child watches, persistent and persistent-recursive
+  watches) and which callbacks an incoming ``WatcherEvent`` fires (ZKWatchManager.materialize);
+* the host list (shuffled once with an injected RNG) and the choice of the next host;
+* the handshake (ConnectRequest + readOnly byte), auth replay and watch restoration
+  (setWatches/setWatches2 split so each packet's watch paths stay near 128 KiB, as
+  ClientCnxn.primeConnection does: a packet is closed once the summed path lengths reach
+  128 * 1024 characters, so it may exceed that by its last path);
+* timing from ``now_ms``: a ping after a third of the negotiated timeout without sending
+  (ClientCnxn: readTimeout = 2/3 timeout, ping at readTimeout/2), and the connection is dead
+  when nothing was heard for two thirds of it (or for the connect timeout while handshaking).
+
+``receive(data, now_ms)`` returns typed events in the order the server's bytes imply; the
+shell must act on them in that order (that is what keeps watch callbacks and completions in
+the server's order).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Protocol
+
+from zkpy.errors import (
+    AuthFailedError,
+    Code,
+    ConnectionLoss,
+    InvariantError,
+    ProtocolError,
+    SessionExpiredError,
+    ZookeeperError,
+    error_for,
+)
+from zkpy.wire.consts import (
+    DEFAULT_MAX_BUFFER,
+    PROTOCOL_VERSION,
+    EventType,
+    KeeperState,
+    OpCode,
+    WatcherType,
+    Xid,
+)
+from zkpy.wire.framing import FrameDecoder
+from zkpy.wire.jute import INT, Record
+from zkpy.wire.multi import Op, OpResult, read_multi_response, write_multi_request
+from zkpy.wire.proto import (
+    AuthPacket,
+    ConnectRequest,
+    ConnectResponse,
+    Create2Response,
+    CreateResponse,
+    ExistsResponse,
+    GetACLResponse,
+    GetAllChildrenNumberResponse,
+    GetChildren2Response,
+    GetChildrenResponse,
+    GetDataResponse,
+    GetEphemeralsRequest,
+    GetEphemeralsResponse,
+    ReplyHeader,
+    RequestHeader,
+    SetACLResponse,
+    SetDataResponse,
+    SetWatches,
+    SetWatches2,
+    SyncResponse,
+    WatcherEvent,
+    WhoAmIResponse,
+)
+
+SET_WATCHES_MAX_LENGTH = 128 * 1024  # ClientCnxn.SET_WATCHES_MAX_LENGTH (summed path characters)
+MAX_XID = 0x7FFFFFFF
+DEFAULT_PORT = 2181
+
+Watcher = Callable[["WatchedEvent"], Any]
+
+
+class ClientState(Enum):
+    CONNECTING = "CONNECTING"
+    CONNECTED = "CONNECTED"
+    CONNECTED_READ_ONLY = "CONNECTED_READ_ONLY"
+    SUSPENDED = "SUSPENDED"
+    EXPIRED = "EXPIRED"
+    AUTH_FAILED = "AUTH_FAILED"
+    CLOSED = "CLOSED"
+
+    @property
+    def is_connected(self) -> bool:
+        return self in (ClientState.CONNECTED, ClientState.CONNECTED_READ_ONLY)
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in (ClientState.EXPIRED, ClientState.AUTH_FAILED, ClientState.CLOSED)
+
+
+_S = ClientState
+_TRANSITIONS: dict[ClientState, frozenset[ClientState]] = {
+    _S.CONNECTING: frozenset({_S.CONNECTED, _S.CONNECTED_READ_ONLY, _S.EXPIRED, _S.AUTH_FAILED, _S.CLOSED}),
+    _S.CONNECTED: frozenset({_S.SUSPENDED, _S.EXPIRED, _S.AUTH_FAILED, _S.CLOSED}),
+    _S.CONNECTED_READ_ONLY: frozenset({_S.SUSPENDED, _S.EXPIRED, _S.AUTH_FAILED, _S.CLOSED}),
+    _S.SUSPENDED: frozenset({_S.CONNECTED, _S.CONNECTED_READ_ONLY, _S.EXPIRED, _S.AUTH_FAILED, _S.CLOSED}),
+    _S.EXPIRED: frozenset({_S.CLOSED}),
+    _S.AUTH_FAILED: frozenset({_S.CLOSED}),
+    _S.CLOSED: frozenset(),
+}
+
+
+class Shuffler(Protocol):
+    def shuffle(self, x: list[Any]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class WatchedEvent:
+    """What a watch callback receives; ``path`` is relative to the chroot (None for state events)."""
+
+    type: EventType
+    state: KeeperState
+    path: str | None
+
+
+# --- events returned by ClientCore ---
+
+
+@dataclass(frozen=True, slots=True)
+class StateChanged:
+    old: ClientState
+    new: ClientState
+
+
+@dataclass(frozen=True, slots=True)
+class Connected:
+    """The handshake succeeded; ``setup`` (auth replay, setWatches) must be written first."""
+
+    session_id: int
+    timeout_ms: int
+    read_only: bool
+    setup: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """The reply to ``handle``'s request: ``error`` is None on success, ``response`` the decoded body.
+
+    ``response`` is a jute record (paths already stripped of the chroot), ``None`` when the
+    reply has no body, or ``list[OpResult]`` for multi and multiRead."""
+
+    handle: Any
+    op: int
+    xid: int
+    zxid: int
+    err: int
+    response: Any
+    error: ZookeeperError | None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFailed:
+    """A request that will get no reply (connection lost, session expired, client closed)."""
+
+    handle: Any
+    op: int
+    error: ZookeeperError
+
+
+@dataclass(frozen=True, slots=True)
+class WatchFired:
+    """Call every callback in ``callbacks`` with ``event``, in order, before the next event."""
+
+    event: WatchedEvent
+    callbacks: tuple[Watcher, ...]
+
+
+ClientEvent = StateChanged | Connected | Reply | RequestFailed | WatchFired
+
+
+@dataclass(frozen=True, slots=True)
+class WatchRegistration:
+    """Registers ``callback`` when the reply arrives: kind ``data``, ``exists`` (data watch if
+    the node exists, else exist watch), ``child``, ``persistent`` or ``recursive``."""
+
+    kind: str
+    path: str  # client path
+    callback: Watcher
+
+
+@dataclass(frozen=True, slots=True)
+class WatchRemoval:
+    """Removes watches when the removeWatches/checkWatches reply succeeds."""
+
+    path: str
+    kind: WatcherType
+    callback: Watcher | None
+
+
+@dataclass(slots=True)
+class _Pending:
+    xid: int
+    op: int
+    handle: Any
+    watch: WatchRegistration | WatchRemoval | None
+
+
+def parse_hosts(hosts: str) -> tuple[list[tuple[str, int]], str | None]:
+    """``host:port[,host:port...][/chroot]`` → (hosts, chroot or None). IPv6 as ``[::1]:2181``."""
+    hosts = hosts.strip()
+    chroot: str | None = None
+    slash = hosts.find("/")
+    if slash >= 0:
+        chroot = hosts[slash:]
+        hosts = hosts[:slash]
+        if chroot == "/":
+            chroot = None
+        else:
+            validate_path(chroot)
+    out: list[tuple[str, int]] = []
+    for part in hosts.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if part.startswith("["):
+            end = part.index("]")
+            host, rest = part[1:end], part[end + 1 :]
+            port = int(rest[1:]) if rest.startswith(":") else DEFAULT_PORT
+        elif part.count(":") == 1:
+            host, p = part.split(":")
+            port = int(p)
+        else:
+            host, port = part, DEFAULT_PORT
+        out.append((host, port))
+    if not out:
+        raise ValueError(f"no hosts in connect string {hosts!r}")
+    return out, chroot
+
+
+def validate_path(path: str) -> None:
+    """PathUtils.validatePath's main rules: absolute, no empty or relative segments, no trailing /."""
+    if not isinstance(path, str) or not path.startswith("/"):
+        raise ValueError(f"path must start with /: {path!r}")
+    if path == "/":
+        return
+    if path.endswith("/"):
+        raise ValueError(f"path must not end with /: {path!r}")
+    for seg in path[1:].split("/"):
+        if seg in ("", ".", ".."):
+            raise ValueError(f"invalid path {path!r}")
+    if "\x00" in path:
+        raise ValueError(f"invalid path {path!r}")
+
+
+# reply body decoders per opcode (None: no body)
+_RESPONSES: dict[int, type[Record] | None] = {
+    OpCode.CREATE: CreateResponse,
+    OpCode.CREATE2: Create2Response,
+    OpCode.CREATE_CONTAINER: Create2Response,
+    OpCode.CREATE_TTL: Create2Response,
+    OpCode.DELETE: None,
+    OpCode.EXISTS: ExistsResponse,
+    OpCode.GET_DATA: GetDataResponse,
+    OpCode.SET_DATA: SetDataResponse,
+    OpCode.GET_ACL: GetACLResponse,
+    OpCode.SET_ACL: SetACLResponse,
+    OpCode.GET_CHILDREN: GetChildrenResponse,
+    OpCode.GET_CHILDREN2: GetChildren2Response,
+    OpCode.SYNC: SyncResponse,
+    OpCode.CHECK_WATCHES: None,
+    OpCode.REMOVE_WATCHES: None,
+    OpCode.GET_EPHEMERALS: GetEphemeralsResponse,
+    OpCode.GET_ALL_CHILDREN_NUMBER: GetAllChildrenNumberResponse,
+    OpCode.ADD_WATCH: None,
+    OpCode.WHO_AM_I: WhoAmIResponse,
+    OpCode.CLOSE_SESSION: None,
+    OpCode.SET_WATCHES: None,
+    OpCode.SET_WATCHES2: None,
+    OpCode.CHECK: None,
+}
+
+_WATCH_KINDS = ("data", "exist", "child", "persistent", "recursive")
+
+
+class ClientCore:
+    """One client session's state, from the first connect to expiry or close (see module doc)."""
+
+    def __init__(
+        self,
+        hosts: str,
+        *,
+        session_timeout_ms: int = 10000,
+        connect_timeout_ms: int | None = None,
+        read_only: bool = False,
+        rng: Shuffler | None = None,
+        auth: Sequence[tuple[str, bytes]] = (),
+        max_buffer: int = DEFAULT_MAX_BUFFER,
+    ) -> None:
+        self.hosts, self.chroot = parse_hosts(hosts)
+        if rng is not None:
+            rng.shuffle(self.hosts)
+        self.session_timeout_ms = session_timeout_ms
+        self._connect_timeout_ms = connect_timeout_ms
+        self.read_only = read_only
+        self.max_buffer = max_buffer
+        self.state = ClientState.CONNECTING
+        self.session_id = 0
+        self.session_passwd = bytes(16)
+        self.negotiated_timeout_ms = 0
+        self.last_zxid = 0
+        self.auth: list[tuple[str, bytes]] = list(auth)
+        self._seen_rw = False
+        self._xid = 0
+        self._pending: deque[_Pending] = deque()
+        self._auth_pending: deque[Any] = deque()  # handles of add_auth calls (None for replays)
+        self._decoder: FrameDecoder | None = None
+        self._handshaking = False
+        self._closing = False
+        self._host_index = -1
+        self._tried_since_connect = 0
+        self._rounds = 0
+        self._last_send_ms = 0
+        self._last_recv_ms = 0
+        self._watches: dict[str, dict[str, list[Watcher]]] = {k: {} for k in _WATCH_KINDS}
+
+    # ------------------------------------------------------------------ state
+
+    def _set_state(self, new: ClientState, out: list[ClientEvent]) -> None:
+        old = self.state
+        if old is new:
+            return
+        if new not in _TRANSITIONS[old]:
+            raise InvariantError(f"client state {old.name} cannot go to {new.name}")
+        self.state = new
+        out.append(StateChanged(old, new))
+
+    # ------------------------------------------------------------------ chroot
+
+    def server_path(self, path: str) -> str:
+        if self.chroot is None:
+            return path
+        return self.chroot if path == "/" else self.chroot + path
+
+    def client_path(self, path: str) -> str:
+        c = self.chroot
+        if c is None or path is None:
+            return path
+        if path == c:
+            return "/"
+        if path.startswith(c + "/"):
+            return path[len(c) :]
+        return path
+
+    def _chroot_record(self, record: Any) -> Any:
+        if self.chroot is None or record is None:
+            return record
+        if isinstance(record, list):
+            return [Op(op.type, self._chroot_record(op.request)) for op in record]
+        if isinstance(record, GetEphemeralsRequest):
+            p = record.prefixPath
+            return GetEphemeralsRequest(self.chroot + p if p != "/" else self.chroot + "/")
+        if hasattr(record, "path"):
+            return dataclasses.replace(record, path=self.server_path(record.path))
+        return record
+
+    # ------------------------------------------------------------------ hosts and timing
+
+    def next_host(self) -> tuple[str, int]:
+        """The next host to try (round robin over the shuffled list)."""
+        self._host_index = (self._host_index + 1) % len(self.hosts)
+        self._tried_since_connect += 1
+        if self._tried_since_connect > len(self.hosts):
+            self._rounds += 1
+            self._tried_since_connect = 1
+        return self.hosts[self._host_index]
+
+    def backoff_ms(self) -> int:
+        """How long to wait before the next attempt: 0 while untried hosts remain in this round,
+        then growing (50 ms doubling, at most 1 s) once every host failed (StaticHostProvider waits 1 s)."""
+        if self._tried_since_connect < len(self.hosts) or self._tried_since_connect == 0:
+            return 0
+        return min(1000, 50 << min(self._rounds, 5))
+
+    @property
+    def connect_timeout_ms(self) -> int:
+        if self._connect_timeout_ms is not None:
+            return self._connect_timeout_ms
+        t = self.negotiated_timeout_ms or self.session_timeout_ms
+        return max(1, t // len(self.hosts))
+
+    @property
+    def read_timeout_ms(self) -> int:
+        return (self.negotiated_timeout_ms or self.session_timeout_ms) * 2 // 3
+
+    def next_ping_ms(self, now_ms: int) -> int:
+        """When the next ping is due (absolute ms; ``now_ms`` or earlier means now)."""
+        del now_ms
+        return self._last_send_ms + self.read_timeout_ms // 2
+
+    def should_ping(self, now_ms: int) -> bool:
+        return self.state.is_connected and not self._handshaking and now_ms >= self.next_ping_ms(now_ms)
+
+    def dead_at_ms(self) -> int:
+        """When the connection counts as dead if nothing arrives before then."""
+        limit = self.connect_timeout_ms if self._handshaking else self.read_timeout_ms
+        return self._last_recv_ms + limit
+
+    def is_dead(self, now_ms: int) -> bool:
+        return self._decoder is not None and now_ms >= self.dead_at_ms()
+
+    def ping(self, now_ms: int) -> bytes:
+        self._last_send_ms = now_ms
+        return _frame(RequestHeader(Xid.PING, OpCode.PING).to_bytes())
+
+    # ------------------------------------------------------------------ connection lifecycle
+
+    @property
+    def has_connection(self) -> bool:
+        return self._decoder is not None
+
+    def connection_made(self, now_ms: int) -> bytes:
+        """A transport is up: returns the ConnectRequest to write."""
+        if self.state.is_terminal:
+            raise InvariantError(f"connecting in state {self.state.name}")
+        self._decoder = FrameDecoder(self.max_buffer)
+        self._handshaking = True
+        self._last_recv_ms = self._last_send_ms = now_ms
+        return self.connect_request()
+
+    def connect_request(self) -> bytes:
+        sid = self.session_id if self._seen_rw else 0
+        passwd = self.session_passwd if self._seen_rw else bytes(16)
+        body = bytearray()
+        ConnectRequest(PROTOCOL_VERSION, self.last_zxid, self.session_timeout_ms, sid, passwd).write(body)
+        body += b"\x01" if self.read_only else b"\x00"
+        return _frame(bytes(body))
+
+    def connection_lost(self) -> list[ClientEvent]:
+        """The transport closed: every pending request fails with ConnectionLoss."""
+        out: list[ClientEvent] = []
+        self._decoder = None
+        self._handshaking = False
+        self._fail_pending(ConnectionLoss, out)
+        if self._closing and not self.state.is_terminal:
+            self._set_state(ClientState.CLOSED, out)
+        elif self.state.is_connected:
+            self._set_state(ClientState.SUSPENDED, out)
+        return out
+
+    def close(self) -> list[ClientEvent]:
+        """The client gives up the session locally (no server round trip): CLOSED."""
+        out: list[ClientEvent] = []
+        self._decoder = None
+        self._fail_pending(ConnectionLoss, out)
+        if self.state is not ClientState.CLOSED:
+            self._set_state(ClientState.CLOSED, out)
+        return out
+
+    def close_request(self, handle: Any = None) -> bytes:
+        """closeSession; when its reply arrives the state becomes CLOSED."""
+        self._closing = True
+        return self.request(OpCode.CLOSE_SESSION, None, handle)
+
+    def _fail_pending(self, cls: type[ZookeeperError], out: list[ClientEvent]) -> None:
+        while self._pending:
+            p = self._pending.popleft()
+            if p.handle is not None:
+                out.append(RequestFailed(p.handle, p.op, cls()))
+        while self._auth_pending:
+            h = self._auth_pending.popleft()
+            if h is not None:
+                out.append(RequestFailed(h, OpCode.AUTH, cls()))
+
+    # ------------------------------------------------------------------ requests
+
+    def _next_xid(self) -> int:
+        self._xid = self._xid + 1 if self._xid < MAX_XID else 1
+        return self._xid
+
+    @property
+    def pending_count(self) -> int:
+        return len(self._pending) + len(self._auth_pending)
+
+    def request(self, op: int, record: Any, handle: Any = None, *,
+                watch: WatchRegistration | WatchRemoval | None = None, now_ms: int | None = None) -> bytes:
+        """Frame one request (RequestHeader + record, chroot applied) and queue it in the FIFO.
+
+        ``record`` is a jute record, ``None``, or for multi/multiRead a ``list[Op]``."""
+        if self.state.is_terminal and op != OpCode.CLOSE_SESSION:
+            raise _terminal_error(self.state)
+        if self._decoder is None or self._handshaking:
+            raise ConnectionLoss("not connected")
+        xid = self._next_xid()
+        out = bytearray()
+        RequestHeader(xid, int(op)).write(out)
+        record = self._chroot_record(record)
+        if isinstance(record, list):
+            write_multi_request(out, record)
+        elif record is not None:
+            record.write(out)
+        self._pending.append(_Pending(xid, int(op), handle, watch))
+        if now_ms is not None:
+            self._last_send_ms = now_ms
+        return _frame(bytes(out))
+
+    def auth_request(self, scheme: str, credential: bytes, handle: Any = None, *, now_ms: int | None = None) -> bytes:
+        """addAuth: remembered for replay after reconnects; the reply (xid -4) completes ``handle``."""
+        if self.state.is_terminal:
+            raise _terminal_error(self.state)
+        if self._decoder is None or self._handshaking:
+            raise ConnectionLoss("not connected")
+        self.auth.append((scheme, credential))
+        self._auth_pending.append(handle)
+        if now_ms is not None:
+            self._last_send_ms = now_ms
+        return _frame(RequestHeader(Xid.AUTH, OpCode.AUTH).to_bytes() + AuthPacket(0, scheme, credential).to_bytes())
+
+    def _setup_packets(self) -> bytes:
+        """Auth replay and setWatches after the handshake, in that order (as primeConnection sends)."""
+        parts: list[bytes] = []
+        for scheme, cred in self.auth:
+            self._auth_pending.append(None)
+            parts.append(_frame(RequestHeader(Xid.AUTH, OpCode.AUTH).to_bytes() + AuthPacket(0, scheme, cred).to_bytes()))
+        for op, rec in self.set_watches_records():
+            self._pending.append(_Pending(Xid.SET_WATCHES, op, None, None))
+            parts.append(_frame(RequestHeader(Xid.SET_WATCHES, op).to_bytes() + rec.to_bytes()))
+        return b"".join(parts)
+
+    def set_watches_records(self) -> list[tuple[int, SetWatches | SetWatches2]]:
+        """The setWatches/setWatches2 packets restoring every registered watch (server paths)."""
+        lists = [[self.server_path(p) for p, cbs in self._watches[k].items() if cbs] for k in _WATCH_KINDS]
+        if not any(lists):
+            return []
+        records: list[tuple[int, SetWatches | SetWatches2]] = []
+        iters = [iter(lst) for lst in lists]
+        remaining = sum(len(lst) for lst in lists)
+        kind = 0
+        while remaining:
+            batch: list[list[str]] = [[] for _ in _WATCH_KINDS]
+            length = 0
+            while length < SET_WATCHES_MAX_LENGTH and remaining:
+                while True:
+                    p = next(iters[kind], None)
+                    if p is not None:
+                        break
+                    kind += 1
+                batch[kind].append(p)
+                remaining -= 1
+                length += len(p)
+            if batch[3] or batch[4]:
+                records.append((OpCode.SET_WATCHES2, SetWatches2(self.last_zxid, *batch)))
+            else:
+                records.append((OpCode.SET_WATCHES, SetWatches(self.last_zxid, batch[0], batch[1], batch[2])))
+        return records
+
+    # ------------------------------------------------------------------ receiving
+
+    def receive(self, data: bytes, now_ms: int) -> list[ClientEvent]:
+        """Bytes from the server → events, in the order the shell must act on them.
+
+        Raises ProtocolError when the stream is broken (bad frame, reply out of order): the shell
+        must drop the connection and call ``connection_lost()``."""
+        if self._decoder is None:
+            raise InvariantError("receive() without a connection")
+        self._last_recv_ms = now_ms
+        self._decoder.feed(data)
+        out: list[ClientEvent] = []
+        for frame in self._decoder.frames():
+            if self._decoder is None:
+                break  # the session ended inside this batch
+            if self._handshaking:
+                self._on_connect_response(frame, out)
+            else:
+                self._on_frame(frame, out)
+        return out
+
+    def _on_connect_response(self, frame: bytes, out: list[ClientEvent]) -> None:
+        resp, pos = ConnectResponse.read(frame, 0)
+        ro = len(frame) > pos and frame[pos] != 0
+        self._handshaking = False
+        if resp.timeOut <= 0:
+            self._expire(out)
+            return
+        self.negotiated_timeout_ms = resp.timeOut
+        self.session_id = resp.sessionId
+        self.session_passwd = resp.passwd or bytes(16)
+        self._seen_rw = self._seen_rw or not ro
+        self._tried_since_connect = 0
+        self._rounds = 0
+        new = ClientState.CONNECTED_READ_ONLY if ro else ClientState.CONNECTED
+        if self.state is not new:
+            if self.state.is_connected:  # RO -> RW without a disconnect cannot happen
+                raise InvariantError("handshake while connected")
+            self._set_state(new, out)
+        out.append(Connected(resp.sessionId, resp.timeOut, ro, self._setup_packets()))
+
+    def _expire(self, out: list[ClientEvent]) -> None:
+        self._decoder = None
+        self._fail_pending(SessionExpiredError, out)
+        self._set_state(ClientState.EXPIRED, out)
+        cbs = self._all_watchers()
+        for k in _WATCH_KINDS:
+            self._watches[k].clear()
+        if cbs:
+            out.append(WatchFired(WatchedEvent(EventType.NONE, KeeperState.EXPIRED, None), cbs))
+
+    def _all_watchers(self) -> tuple[Watcher, ...]:
+        seen: dict[Any, None] = {}
+        for k in _WATCH_KINDS:
+            for cbs in self._watches[k].values():
+                for cb in cbs:
+                    seen.setdefault(_key(cb), cb)  # type: ignore[arg-type]
+        return tuple(seen.values())  # type: ignore[arg-type]
+
+    def _on_frame(self, frame: bytes, out: list[ClientEvent]) -> None:
+        hdr, pos = ReplyHeader.read(frame, 0)
+        xid = hdr.xid
+        if xid == Xid.PING:
+            return
+        if xid == Xid.NOTIFICATION:
+            ev, _ = WatcherEvent.read(frame, pos)
+            self._on_notification(ev, out)
+            return
+        if xid == Xid.AUTH:
+            handle = self._auth_pending.popleft() if self._auth_pending else None
+            if hdr.err == Code.AUTHFAILED:
+                if handle is not None:
+                    out.append(RequestFailed(handle, OpCode.AUTH, AuthFailedError()))
+                self._decoder = None
+                self._fail_pending(AuthFailedError, out)
+                self._set_state(ClientState.AUTH_FAILED, out)
+                cbs = self._all_watchers()
+                if cbs:
+                    out.append(WatchFired(WatchedEvent(EventType.NONE, KeeperState.AUTH_FAILED, None), cbs))
+            elif handle is not None:
+                out.append(Reply(handle, OpCode.AUTH, xid, hdr.zxid, hdr.err, None,
+                                 error_for(hdr.err) if hdr.err else None))
+            return
+        if not self._pending:
+            raise ProtocolError(f"reply with xid {xid} but nothing is pending")
+        p = self._pending.popleft()
+        if p.xid != xid:
+            self._pending.appendleft(p)
+            raise ProtocolError(f"xid out of order: got {xid}, expected {p.xid}")
+        if hdr.zxid > 0:
+            self.last_zxid = hdr.zxid
+        err = hdr.err
+        response: Any = None
+        if p.op in (OpCode.MULTI, OpCode.MULTI_READ):
+            if len(frame) > pos:
+                results, _ = read_multi_response(frame, pos)
+                response = [self._strip_result(r) for r in results]
+        elif err == 0:
+            cls = _RESPONSES.get(p.op)
+            if cls is not None:
+                rec, _ = cls.read(frame, pos)
+                response = self._strip_response(rec)
+        self._after_reply(p, err, out)
+        if p.op == OpCode.CLOSE_SESSION:
+            self._closing = True
+            self._decoder = None
+            self._fail_pending(ConnectionLoss, out)
+            if p.handle is not None:
+                out.append(Reply(p.handle, p.op, xid, hdr.zxid, err, None, None))
+            if not self.state.is_terminal:
+                self._set_state(ClientState.CLOSED, out)
+            return
+        if p.handle is not None:
+            out.append(Reply(p.handle, p.op, xid, hdr.zxid, err, response, error_for(err) if err else None))
+
+    def _strip_response(self, rec: Any) -> Any:
+        if self.chroot is None:
+            return rec
+        if isinstance(rec, (CreateResponse, Create2Response, SyncResponse)):
+            return dataclasses.replace(rec, path=self.client_path(rec.path))
+        if isinstance(rec, GetEphemeralsResponse):
+            return GetEphemeralsResponse([self.client_path(p) for p in rec.ephemerals])
+        return rec
+
+    def _strip_result(self, r: OpResult) -> OpResult:
+        if self.chroot is None or r.path is None:
+            return r
+        return dataclasses.replace(r, path=self.client_path(r.path))
+
+    # ------------------------------------------------------------------ watches
+
+    def _after_reply(self, p: _Pending, err: int, out: list[ClientEvent]) -> None:
+        w = p.watch
+        if isinstance(w, WatchRegistration):
+            kind = w.kind
+            if kind == "exists":
+                if err == 0:
+                    kind = "data"
+                elif err == Code.NONODE:
+                    kind = "exist"
+                else:
+                    return
+            elif err != 0:
+                return
+            self.register_watch(kind, w.path, w.callback)
+        elif isinstance(w, WatchRemoval) and err == 0:
+            self._remove_local(w, out)
+
+    def register_watch(self, kind: str, path: str, callback: Watcher) -> None:
+        cbs = self._watches[kind].setdefault(path, [])
+        if all(_key(c) != _key(callback) for c in cbs):
+            cbs.append(callback)
+
+    def watches(self, kind: str) -> dict[str, list[Watcher]]:
+        """The registry of one kind (data, exist, child, persistent, recursive): path → callbacks."""
+        return self._watches[kind]
+
+    def has_watch(self, path: str, kind: WatcherType, callback: Watcher | None = None) -> bool:
+        """ZKWatchManager.containsWatcher: is there a local watch that remove_watches would remove?"""
+        return any(self._matching(path, kind, callback).values())
+
+    def _kinds_for(self, kind: WatcherType) -> tuple[str, ...]:
+        if kind == WatcherType.CHILDREN:
+            return ("child",)
+        if kind == WatcherType.DATA:
+            return ("data", "exist")
+        return _WATCH_KINDS
+
+    def _matching(self, path: str, kind: WatcherType, callback: Watcher | None) -> dict[str, list[Watcher]]:
+        found: dict[str, list[Watcher]] = {}
+        for k in self._kinds_for(kind):
+            cbs = self._watches[k].get(path, [])
+            found[k] = [c for c in cbs if callback is None or _key(c) == _key(callback)]
+        return found
+
+    def removal_op(self, path: str, kind: WatcherType, callback: Watcher | None) -> int:
+        """REMOVE_WATCHES, or CHECK_WATCHES when other callbacks would keep the server's watch."""
+        if callback is None:
+            return OpCode.REMOVE_WATCHES
+        for k in self._kinds_for(kind):
+            if any(_key(c) != _key(callback) for c in self._watches[k].get(path, [])):
+                return OpCode.CHECK_WATCHES
+        return OpCode.REMOVE_WATCHES
+
+    def _remove_local(self, w: WatchRemoval, out: list[ClientEvent]) -> None:
+        removed = self._matching(w.path, w.kind, w.callback)
+        events = {"data": EventType.DATA_WATCH_REMOVED, "exist": EventType.DATA_WATCH_REMOVED,
+                  "child": EventType.CHILD_WATCH_REMOVED, "persistent": EventType.PERSISTENT_WATCH_REMOVED,
+                  "recursive": EventType.PERSISTENT_WATCH_REMOVED}
+        by_type: dict[EventType, dict[Any, Watcher]] = {}
+        for k, cbs in removed.items():
+            if not cbs:
+                continue
+            keys = {_key(c) for c in cbs}
+            left = [c for c in self._watches[k].get(w.path, []) if _key(c) not in keys]
+            if left:
+                self._watches[k][w.path] = left
+            else:
+                self._watches[k].pop(w.path, None)
+            for c in cbs:
+                by_type.setdefault(events[k], {}).setdefault(_key(c), c)
+        for et in (EventType.CHILD_WATCH_REMOVED, EventType.DATA_WATCH_REMOVED, EventType.PERSISTENT_WATCH_REMOVED):
+            if et in by_type:
+                out.append(WatchFired(WatchedEvent(et, KeeperState.SYNC_CONNECTED, w.path),
+                                      tuple(by_type[et].values())))
+
+    def materialize(self, etype: int, path: str) -> tuple[Watcher, ...]:
+        """The callbacks an event on ``path`` (client path) fires; one-time watches are removed."""
+        result: dict[Any, Watcher] = {}
+
+        def take(kind: str) -> None:
+            for cb in self._watches[kind].pop(path, []):
+                result.setdefault(_key(cb), cb)
+
+        if etype in (EventType.NODE_CREATED, EventType.NODE_DATA_CHANGED):
+            take("data")
+            take("exist")
+        elif etype == EventType.NODE_CHILDREN_CHANGED:
+            take("child")
+        elif etype == EventType.NODE_DELETED:
+            take("data")
+            take("exist")
+            take("child")
+        else:
+            return ()
+        for cb in self._watches["persistent"].get(path, []):
+            result.setdefault(_key(cb), cb)
+        if etype != EventType.NODE_CHILDREN_CHANGED:
+            for anc in _self_and_ancestors(path):
+                for cb in self._watches["recursive"].get(anc, []):
+                    result.setdefault(_key(cb), cb)
+        return tuple(result.values())
+
+    def _on_notification(self, ev: WatcherEvent, out: list[ClientEvent]) -> None:
+        path = self.client_path(ev.path) if ev.path is not None else None
+        try:
+            etype = EventType(ev.type)
+        except ValueError:
+            raise ProtocolError(f"unknown watch event type {ev.type}") from None
+        try:
+            state = KeeperState(ev.state)
+        except ValueError:
+            raise ProtocolError(f"unknown keeper state {ev.state}") from None
+        cbs = self.materialize(etype, path) if path is not None else ()
+        out.append(WatchFired(WatchedEvent(etype, state, path), cbs))
+
+
+def _self_and_ancestors(path: str) -> list[str]:
+    out = [path]
+    while path != "/":
+        path = path.rsplit("/", 1)[0] or "/"
+        out.append(path)
+    return out
+
+
+def _key(cb: Watcher) -> Hashable:
+    """Callbacks are compared by equality when hashable (bound methods), else by identity."""
+    try:
+        hash(cb)
+        return cb  # type: ignore[return-value]
+    except TypeError:
+        return id(cb)
+
+
+def _frame(payload: bytes) -> bytes:
+    return INT.pack(len(payload)) + payload
+
+
+def _terminal_error(state: ClientState) -> ZookeeperError:
+    if state is ClientState.EXPIRED:
+        return SessionExpiredError()
+    if state is ClientState.AUTH_FAILED:
+        return AuthFailedError()
+    return ConnectionLoss("client is closed")

@@ -1,0 +1,233 @@
+"""A TCP proxy for tests: put it between a client and a server, then cut, heal or move the link.
+
+The proxy runs its own asyncio loop on a daemon thread, so blocking tests (kazoo, ``Client``) and
+asyncio tests alike drive it with plain method calls; every call returns once the change is in
+effect. It listens on ``127.0.0.1:<ephemeral>`` (``proxy.port``, ``proxy.hosts``).
+
+``cut(mode)`` simulates a partition between the client and the server:
+
+- ``"reset"``: every current connection is reset (RST to the client, close to the server) and new
+  connections are reset as soon as they are accepted: the client sees the loss at once.
+- ``"blackhole"``: current connections are frozen (bytes in either direction are read and dropped,
+  nothing is closed) and new connections are accepted and held without ever reaching the server,
+  as with a partition: the client notices only through its own timeouts.
+
+``restore()`` heals the link: connections frozen or held during a blackhole are reset (their bytes
+are lost, as after a real partition the peers would have given up on them) and new connections
+are forwarded again. ``retarget(host, port)`` changes where *new* connections go; connections
+already open stay with their server.
+
+Invariant: a byte is forwarded only on a connection opened while the proxy was not cut, and
+only while the proxy is still not cut.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+import threading
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+CutMode = Literal["reset", "blackhole"]
+
+_T = TypeVar("_T")
+_CHUNK = 65536
+
+
+def _reset(writer: asyncio.StreamWriter | None) -> None:
+    """Close abruptly: SO_LINGER 0 makes close() send RST instead of FIN."""
+    if writer is None or writer.transport.is_closing():
+        return
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:
+            pass
+    writer.transport.abort()
+
+
+@dataclass(eq=False)
+class _Link:
+    """One client connection and, unless it is held, its server connection."""
+
+    client: asyncio.StreamWriter
+    server: asyncio.StreamWriter | None = None
+    frozen: bool = False
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def reset(self) -> None:
+        _reset(self.client)
+        _reset(self.server)
+        for task in self.tasks:
+            task.cancel()
+
+
+class TcpProxy:
+    """A cuttable TCP proxy on loopback; see the module docstring for the cut modes."""
+
+    def __init__(self, target_host: str, target_port: int) -> None:
+        self._target = (target_host, target_port)
+        self._mode: CutMode | None = None
+        self._links: set[_Link] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._server: asyncio.Server | None = None
+        self.port = 0
+        self.accepted = 0  # connections accepted since start(), whatever became of them
+        self.forwarded = 0  # connections that reached a server
+
+    # -- the test's side (any thread) -------------------------------------------------------
+
+    @property
+    def hosts(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def target(self) -> tuple[str, int]:
+        return self._target
+
+    @property
+    def is_cut(self) -> bool:
+        return self._mode is not None
+
+    def start(self) -> TcpProxy:
+        if self._thread is not None:
+            raise RuntimeError("proxy already started")
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        self._thread = threading.Thread(target=loop.run_forever, name=f"TcpProxy->{self._target}", daemon=True)
+        self._thread.start()
+        self._call(self._listen)
+        return self
+
+    def cut(self, mode: CutMode = "reset") -> None:
+        if mode not in ("reset", "blackhole"):
+            raise ValueError(f"unknown cut mode {mode!r}")
+        self._call(lambda: self._cut(mode))
+
+    def restore(self) -> None:
+        self._call(self._restore)
+
+    def retarget(self, host: str, port: int) -> None:
+        self._call(lambda: self._retarget(host, port))
+
+    def connection_count(self) -> int:
+        return self._call(self._count)
+
+    def stop(self) -> None:
+        if self._loop is None or self._thread is None:
+            return
+        if self._loop.is_running():
+            self._call(self._shutdown)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10.0)
+        self._loop.close()
+        self._loop = None
+        self._thread = None
+
+    def __enter__(self) -> TcpProxy:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _call(self, fn: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
+        if self._loop is None:
+            raise RuntimeError("proxy not started")
+        return asyncio.run_coroutine_threadsafe(fn(), self._loop).result(10.0)
+
+    # -- the proxy's loop -------------------------------------------------------------------
+
+    async def _listen(self) -> None:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+
+    async def _count(self) -> int:
+        return len(self._links)
+
+    async def _cut(self, mode: CutMode) -> None:
+        self._mode = mode
+        for link in list(self._links):
+            if mode == "reset":
+                link.reset()
+                self._links.discard(link)
+            else:
+                link.frozen = True
+
+    async def _restore(self) -> None:
+        self._mode = None
+        for link in list(self._links):
+            if link.frozen:
+                link.reset()
+                self._links.discard(link)
+
+    async def _retarget(self, host: str, port: int) -> None:
+        self._target = (host, port)
+
+    async def _shutdown(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for link in list(self._links):
+            link.reset()
+        self._links.clear()
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.accepted += 1
+        writer.transport.set_write_buffer_limits(high=1 << 20)
+        link = _Link(writer)
+        if self._mode == "reset":
+            _reset(writer)
+            return
+        self._links.add(link)
+        if self._mode == "blackhole":
+            link.frozen = True
+            await self._drain_into_void(reader, link)
+            return
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*self._target)
+        except OSError:
+            self._links.discard(link)
+            _reset(writer)
+            return
+        link.server = up_writer
+        if link.frozen or link not in self._links:  # cut while we were connecting
+            link.reset()
+            self._links.discard(link)
+            return
+        self.forwarded += 1
+        link.tasks = [asyncio.create_task(self._pump(reader, up_writer, link)),
+                      asyncio.create_task(self._pump(up_reader, writer, link))]
+
+    async def _drain_into_void(self, reader: asyncio.StreamReader, link: _Link) -> None:
+        try:
+            while await reader.read(_CHUNK):
+                pass
+        except (OSError, asyncio.CancelledError):
+            pass
+        finally:
+            self._links.discard(link)
+
+    async def _pump(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, link: _Link) -> None:
+        """Copy ``src`` to ``dst`` until either side closes; drop the bytes while frozen.
+
+        A clean close on one side is passed on as a clean close (FIN) of the other."""
+        try:
+            while data := await src.read(_CHUNK):
+                if not link.frozen:
+                    dst.write(data)
+                    await dst.drain()
+        except (OSError, asyncio.CancelledError):
+            link.reset()
+            self._links.discard(link)
+            return
+        if not link.frozen:
+            for w in (link.client, link.server):
+                if w is not None and not w.transport.is_closing():
+                    w.close()
+            self._links.discard(link)
