@@ -8,6 +8,9 @@ one table with throughput, latency percentiles, CPU used and the zkpy/ZooKeeper 
 ``python -m bench durability [...]`` runs the durability rows instead (fsync counters, create
 latency, restart on a large tree, snapshots under load): see ``bench/durability.py`` and
 ``python -m bench durability --help``.
+
+``python -m bench client [...]`` compares zkpy's client with kazoo (one session's pipelined
+throughput, synchronous call latency) on both servers: see ``bench/clientbench.py``.
 """
 
 from __future__ import annotations
@@ -150,6 +153,10 @@ def main(argv: list[str] | None = None) -> int:
         from . import durability
 
         return durability.main(argv[1:])
+    if argv[:1] == ["client"]:
+        from . import clientbench
+
+        return clientbench.main(argv[1:])
     args = parse_args(argv)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     for m in modes:

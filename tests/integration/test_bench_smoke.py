@@ -89,3 +89,19 @@ def test_restart_and_snapshot_modes_run_on_a_small_tree() -> None:
         assert summary["read_during"]["n"] + summary["read_outside"]["n"] == len(load.reads.latency_ns)
     finally:
         stopped.cleanup()
+
+
+def test_client_mode_runs_zkpy_and_kazoo_without_errors(zkpy_server: ServerProcess) -> None:
+    _bench()
+    from bench import clientbench
+
+    spec = clientbench.ClientSpec(outstanding=8, nodes=3, value_size=64, warmup_s=0.1, duration_s=0.5,
+                                  warmup_calls=10, calls=50, root=f"/bench-client-{uuid.uuid4().hex[:8]}")
+    clientbench.prepare(zkpy_server.hosts, spec)
+    results = clientbench.Results()
+    clientbench.run_server("zkpy", zkpy_server.hosts, spec, list(clientbench.MODES), 1, results)
+    assert {t.client for t in results.throughput} == {"zkpy", "kazoo"}
+    assert all(t.ops > 0 and t.errors == 0 for t in results.throughput)
+    assert sorted((x.client, len(x.latencies_ns)) for x in results.latency) == [("kazoo", 50), ("zkpy", 50)]
+    assert "zkpy/kazoo" in clientbench.throughput_table(results, ["zkpy"])
+    assert "kazoo p50 ms" in clientbench.latency_table(results, ["zkpy"])

@@ -21,6 +21,7 @@ import asyncio
 import logging
 import random
 import ssl
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
@@ -167,7 +168,9 @@ class AsyncClient:
     def __init__(self, hosts: str, *, session_timeout: float = 10.0, connect_timeout: float | None = None,
                  read_only: bool = False, auth: Sequence[tuple[str, bytes]] = (),
                  default_acl: Sequence[ACL] | None = None, ssl_context: ssl.SSLContext | None = None,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, max_outstanding: int = 10_000) -> None:
+        if max_outstanding < 1:
+            raise ValueError("max_outstanding must be at least 1")
         self._core = ClientCore(
             hosts,
             session_timeout_ms=int(session_timeout * 1000),
@@ -186,6 +189,12 @@ class AsyncClient:
         self._run_task: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._last_connect_error: str | None = None  # why the latest connection attempt failed
+        # the bound on requests in flight: a slot per request from _submit until its reply or
+        # failure; a full client queues callers FIFO in _slot_waiters and hands a freed slot over
+        self.max_outstanding = max_outstanding
+        self._outstanding = 0
+        self._slot_waiters: deque[asyncio.Future[None]] = deque()
 
     # ------------------------------------------------------------------ properties
 
@@ -289,6 +298,7 @@ class AsyncClient:
                     core.connect_timeout_ms / 1000)
             except (OSError, TimeoutError, ssl.SSLError) as exc:
                 log.debug("connect to %s:%s failed: %s", host, port, exc)
+                self._last_connect_error = f"{host}:{port}: {type(exc).__name__}: {exc}"
                 continue
             await conn.lost
 
@@ -310,6 +320,8 @@ class AsyncClient:
             events = self._core.receive(data, self._now_ms())
         except ProtocolError as exc:
             log.warning("protocol error from server, dropping the connection: %s", exc)
+            if not self._core.state.is_connected:
+                self._last_connect_error = f"{type(exc).__name__}: {exc}"
             conn.transport.abort()  # type: ignore[union-attr]
             return
         self._dispatch(events)
@@ -410,16 +422,45 @@ class AsyncClient:
             try:
                 await asyncio.wait_for(w, remaining)
             except TimeoutError:
-                raise ConnectionLoss("no server accepted the session in time") from None
+                why = f" (last connect error: {self._last_connect_error})" if self._last_connect_error else ""
+                raise ConnectionLoss(f"no server accepted the session in time{why}") from None
 
     async def _submit(self, op: int, record: Any, watch: WatchRegistration | WatchRemoval | None = None) -> Reply:
-        if not self._core.state.is_connected or self._conn is None:
-            await self._wait_connected()
-        conn = self._conn
-        assert conn is not None and conn.transport is not None
-        fut: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
-        conn.transport.write(self._core.request(op, record, fut, watch=watch, now_ms=self._now_ms()))
-        return await fut
+        await self._acquire_slot()
+        try:
+            if not self._core.state.is_connected or self._conn is None:
+                await self._wait_connected()
+            conn = self._conn
+            assert conn is not None and conn.transport is not None
+            fut: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
+            conn.transport.write(self._core.request(op, record, fut, watch=watch, now_ms=self._now_ms()))
+            return await fut
+        finally:
+            self._release_slot()
+
+    async def _acquire_slot(self) -> None:
+        """Take one of ``max_outstanding`` slots, waiting (FIFO) while all are taken."""
+        if self._outstanding < self.max_outstanding and not self._slot_waiters:
+            self._outstanding += 1
+            return
+        w: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._slot_waiters.append(w)
+        try:
+            await w  # _release_slot hands its slot over: _outstanding is unchanged
+        except asyncio.CancelledError:
+            if w.done() and not w.cancelled():
+                self._release_slot()  # the slot was handed over just before the cancel
+            elif w in self._slot_waiters:
+                self._slot_waiters.remove(w)
+            raise
+
+    def _release_slot(self) -> None:
+        while self._slot_waiters:
+            w = self._slot_waiters.popleft()
+            if not w.done():
+                w.set_result(None)
+                return
+        self._outstanding -= 1
 
     async def _call(self, op: int, record: Any, path: str | None,
                     watch: WatchRegistration | WatchRemoval | None = None) -> Any:

@@ -29,6 +29,7 @@ the server's order).
 from __future__ import annotations
 
 import dataclasses
+import struct
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
@@ -84,6 +85,7 @@ from zkpy.wire.proto import (
 
 SET_WATCHES_MAX_LENGTH = 128 * 1024  # ClientCnxn.SET_WATCHES_MAX_LENGTH (summed path characters)
 MAX_XID = 0x7FFFFFFF
+_REPLY_HEADER_LEN = 16  # xid int, zxid long, err int
 DEFAULT_PORT = 2181
 
 Watcher = Callable[["WatchedEvent"], Any]
@@ -584,7 +586,15 @@ class ClientCore:
         return out
 
     def _on_connect_response(self, frame: bytes, out: list[ClientEvent]) -> None:
-        resp, pos = ConnectResponse.read(frame, 0)
+        if len(frame) == _REPLY_HEADER_LEN:
+            # Apache 3.8 answers a refused createSession with a bare ReplyHeader (xid 0), e.g. a
+            # read-only server without localSessionsEnabled: NOTREADONLY.
+            hdr, _ = ReplyHeader.read(frame, 0)
+            raise ProtocolError(f"server refused the session: {type(error_for(hdr.err)).__name__} ({hdr.err})")
+        try:
+            resp, pos = ConnectResponse.read(frame, 0)
+        except (struct.error, IndexError, ValueError) as exc:
+            raise ProtocolError(f"malformed ConnectResponse ({len(frame)} bytes): {exc}") from exc
         ro = len(frame) > pos and frame[pos] != 0
         self._handshaking = False
         if resp.timeOut <= 0:

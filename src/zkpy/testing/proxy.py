@@ -17,6 +17,10 @@ are lost, as after a real partition the peers would have given up on them) and n
 are forwarded again. ``retarget(host, port)`` changes where *new* connections go; connections
 already open stay with their server.
 
+``TcpProxy(host, port, ssl_context=server_ctx)`` terminates TLS: it accepts TLS connections from
+the client (``server_ctx`` holds the certificate) and forwards the plain bytes over TCP to the
+server, so a TLS client can be tested against servers that speak only plain TCP.
+
 Invariant: a byte is forwarded only on a connection opened while the proxy was not cut, and
 only while the proxy is still not cut.
 """
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 import struct
 import threading
 from collections.abc import Callable, Coroutine
@@ -69,8 +74,9 @@ class _Link:
 class TcpProxy:
     """A cuttable TCP proxy on loopback; see the module docstring for the cut modes."""
 
-    def __init__(self, target_host: str, target_port: int) -> None:
+    def __init__(self, target_host: str, target_port: int, *, ssl_context: ssl.SSLContext | None = None) -> None:
         self._target = (target_host, target_port)
+        self._ssl_context = ssl_context
         self._mode: CutMode | None = None
         self._links: set[_Link] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -143,7 +149,7 @@ class TcpProxy:
     # -- the proxy's loop -------------------------------------------------------------------
 
     async def _listen(self) -> None:
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0, ssl=self._ssl_context)
         self.port = int(self._server.sockets[0].getsockname()[1])
 
     async def _count(self) -> int:

@@ -236,7 +236,8 @@ def wait_ensemble_serving(servers: Sequence[ServerProcess], deadline_s: float = 
 
 
 def start_apache_ensemble(n: int = 3, settings: Mapping[str, str | None] | None = None,
-                          ready_s: float = 60.0, *, tick_ms: int = 500) -> list[ServerProcess]:
+                          ready_s: float = 60.0, *, tick_ms: int = 500,
+                          jvm_props: Mapping[str, str] | None = None) -> list[ServerProcess]:
     """``n`` Apache ZooKeeper 3.8 servers forming one ensemble on loopback (Debian's package).
 
     Each has its own data dir (with its ``myid``), client port, quorum port and election port
@@ -244,6 +245,8 @@ def start_apache_ensemble(n: int = 3, settings: Mapping[str, str | None] | None 
     ``election_port``. All are started before any is waited for; the list is returned, in myid
     order, once every server answers ``srvr`` as leader or follower. ``ensemble_leader`` finds
     the leader, ``ensemble_hosts`` gives the connect string; ``cleanup()`` each server at the end.
+    ``jvm_props`` become ``-Dkey=value`` system properties of every server (e.g.
+    ``{"readonlymode.enabled": "true"}``); ``restart_ensemble_member`` does not pass them again.
     """
     if n < 1:
         raise ValueError("an ensemble needs at least one server")
@@ -266,6 +269,7 @@ def start_apache_ensemble(n: int = 3, settings: Mapping[str, str | None] | None 
             log_path = os.path.join(workdir, "server.log")
             cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                    "-Dzookeeper.extendedTypesEnabled=true", "-Dzookeeper.admin.enableServer=false",
+                   *(f"-D{k}={v}" for k, v in (jvm_props or {}).items()),
                    "-cp", f"{ZK_CONF_DIR}:{ZK_JAR}", "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg]
             with open(log_path, "ab") as log:
                 proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)

@@ -134,6 +134,23 @@ def test_read_only_server_gives_connected_read_only() -> None:
     assert events[0].new is ClientState.CONNECTED_READ_ONLY
 
 
+def test_session_refused_with_a_bare_reply_header_is_a_protocol_error_naming_the_code() -> None:
+    # Apache 3.8's read-only server without local sessions answers createSession with NOTREADONLY
+    core = ClientCore("h:1", read_only=True)
+    core.connection_made(0)
+    with pytest.raises(ProtocolError, match="NotReadOnlyCallError"):
+        core.receive(frame(ReplyHeader(0, 1 << 32, -119).to_bytes()), 0)
+    assert core.state is ClientState.CONNECTING
+    assert core.connection_lost() == []
+
+
+def test_truncated_connect_response_is_a_protocol_error() -> None:
+    core = ClientCore("h:1")
+    core.connection_made(0)
+    with pytest.raises(ProtocolError):
+        core.receive(frame(connect_response()[4:14]), 0)
+
+
 def test_handshake_split_across_reads_waits_for_the_whole_frame() -> None:
     core = ClientCore("h:1")
     core.connection_made(0)
