@@ -230,6 +230,7 @@ class Client:
         default_acl: Sequence[ACL] | None = None,
         ssl_context: ssl.SSLContext | None = None,
         rng: random.Random | None = None,
+        max_outstanding: int = 10_000,
     ) -> None:
         self._closed = False
         self._close_lock = threading.Lock()
@@ -242,7 +243,7 @@ class Client:
         async def make() -> AsyncClient:
             return AsyncClient(hosts, session_timeout=session_timeout, connect_timeout=connect_timeout,
                                read_only=read_only, auth=auth, default_acl=default_acl,
-                               ssl_context=ssl_context, rng=rng)
+                               ssl_context=ssl_context, rng=rng, max_outstanding=max_outstanding)
 
         try:
             self._async: AsyncClient = asyncio.run_coroutine_threadsafe(make(), self._loop).result()
