@@ -288,7 +288,7 @@ def throughput_table(results: Results, servers: list[str]) -> str:
         z, k = _median_run(by["zkpy"]), _median_run(by["kazoo"])
         ratio = z.ops_per_s / k.ops_per_s if k.ops_per_s else float("nan")
         lines.append("| " + " | ".join([
-            NAMES[s], f"{z.ops_per_s:,.0f}", f"{z.cpu:.2f}", f"{k.ops_per_s:,.0f}", f"{k.cpu:.2f}",
+            NAMES.get(s, s), f"{z.ops_per_s:,.0f}", f"{z.cpu:.2f}", f"{k.ops_per_s:,.0f}", f"{k.cpu:.2f}",
             f"**{ratio:.2f}x**", "met" if ratio >= 2 else "missed",
             " · ".join(f"{t.ops_per_s:,.0f}" for t in by["zkpy"]),
             " · ".join(f"{t.ops_per_s:,.0f}" for t in by["kazoo"]),
@@ -314,7 +314,7 @@ def latency_table(results: Results, servers: list[str]) -> str:
         if z is None or k is None:
             continue
         p50, p99 = z.percentile_ms(50) / k.percentile_ms(50), z.percentile_ms(99) / k.percentile_ms(99)
-        cells = [NAMES[s]]
+        cells = [NAMES.get(s, s)]
         for x in (z, k):
             cells += [f"{x.percentile_ms(50):.3f}", f"{x.percentile_ms(99):.3f}", f"{x.percentile_ms(99.9):.3f}",
                       f"{x.cpu_us_per_call:.0f}"]
@@ -357,7 +357,6 @@ def main(argv: list[str] | None = None) -> int:
     results = Results()
     servers: list[str] = []
     if args.hosts:
-        NAMES.setdefault("server", args.hosts)
         servers.append("server")
         prepare(args.hosts, spec)
         run_server("server", args.hosts, spec, modes, args.rounds, results)

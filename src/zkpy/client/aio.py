@@ -3,7 +3,7 @@
 The shell owns the transport, the clock (``loop.time()``), the reconnect loop and the futures;
 every protocol decision is the core's. Ordering: the core turns each batch of received bytes
 into events in the server's order and the shell acts on them in that order, inside
-``data_received``:
+``buffer_updated`` (the connection's receive callback):
 
 * a watch callback is called inline, synchronously, when its notification is processed —
   before the futures of any later reply are resolved;
@@ -84,18 +84,29 @@ Listener = Callable[[ClientState], Any]
 WatchCallback = Callable[[WatchedEvent], Any]
 
 
-class _Connection(asyncio.Protocol):
+RECV_BUFFER_BYTES = 64 * 1024  # one reusable receive buffer per connection
+
+
+class _Connection(asyncio.BufferedProtocol):
+    """Receives into one preallocated buffer: a plain ``Protocol`` makes the selector transport
+    call ``sock.recv(256 KiB)``, which allocates (and the allocator maps and unmaps) a fresh
+    256 KiB object for every read, most of the client's cost per small reply."""
+
     def __init__(self, client: AsyncClient) -> None:
         self.client = client
         self.transport: asyncio.Transport | None = None
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._buffer = memoryview(bytearray(RECV_BUFFER_BYTES))
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self.client._on_connection_made(self)
 
-    def data_received(self, data: bytes) -> None:
-        self.client._on_data(self, data)
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._buffer
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.client._on_data(self, bytes(self._buffer[:nbytes]))  # a copy: the buffer is reused
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.client._on_connection_lost(self)
