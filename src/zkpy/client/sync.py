@@ -307,12 +307,9 @@ class Client:
     def _run(self, fn: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs) -> T:
         """Await ``fn(*args, **kwargs)`` on the loop thread; block until it is done."""
         self._check_open()
-
-        async def call() -> T:
-            return await fn(*args, **kwargs)
-
+        coro = fn(*args, **kwargs)  # inert until the loop runs it; no wrapper coroutine per call
         try:
-            return asyncio.run_coroutine_threadsafe(call(), self._loop).result()
+            return asyncio.run_coroutine_threadsafe(coro, self._loop).result()  # type: ignore[arg-type]
         except concurrent.futures.CancelledError:  # close() cancelled it
             raise ConnectionLoss("client is closed") from None
 
