@@ -14,25 +14,15 @@ txn the next zxid. So "txns per fsync" means the same thing for both servers.
 
 from __future__ import annotations
 
-import socket
 import time
 from dataclasses import dataclass
 
+from zkpy.testing import servers
+
 
 def four_letter(host: str, port: int, word: str, timeout: float = 10.0) -> str:
-    """Send a four-letter word; return the whole answer (the server closes the connection)."""
-    with socket.create_connection((host, port), timeout=timeout) as s:
-        s.sendall(word.encode("ascii"))
-        chunks = []
-        while True:
-            try:
-                data = s.recv(65536)
-            except ConnectionResetError:
-                break
-            if not data:
-                break
-            chunks.append(data)
-    return b"".join(chunks).decode("utf-8", "replace")
+    """Send a four-letter word; return the whole answer."""
+    return servers.four_letter(port, word, timeout, host)
 
 
 def mntr(host: str, port: int) -> dict[str, str]:

@@ -32,9 +32,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def four_letter(port: int, word: str, timeout: float = 5.0) -> str:
-    """Send a four-letter word and return the whole answer."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+def four_letter(port: int, word: str, timeout: float = 5.0, host: str = "127.0.0.1") -> str:
+    """Send a four-letter word and return the whole answer (the server closes the connection)."""
+    with socket.create_connection((host, port), timeout=timeout) as s:
         s.sendall(word.encode("ascii"))
         chunks = []
         while True:
