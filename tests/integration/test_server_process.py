@@ -34,6 +34,8 @@ def run_server(args: list[str], cwd: Path, timeout: float = 20) -> subprocess.Co
     ("snapCount=0", "snapCount"),
     ("preAllocSize=big", "preAllocSize"),
     ("autopurge.purgeInterval=-1", "autopurge.purgeInterval"),
+    ("electionAlg=1", "electionAlg"),
+    ("server.2=127.0.0.1:2888:x", "server.2"),
 ])
 def test_bad_config_exits_2_naming_key_and_file(tmp_path: Path, line: str, key: str) -> None:
     cfg = tmp_path / "zoo.cfg"
@@ -110,6 +112,46 @@ def test_force_sync_no_still_keeps_writes_across_a_clean_restart() -> None:
         server = start_zkpy(settings, workdir=server.workdir, port=server.port)
         client = RawClient("127.0.0.1", server.port)
         assert client.call(OpCode.EXISTS, ExistsRequest("/kept", False)).header.err == 0
+        client.close()
+    finally:
+        server.cleanup()
+
+
+def test_an_ensemble_zoo_cfg_exits_2_with_one_line(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "myid").write_text("2\n", encoding="ascii")
+    cfg = tmp_path / "zoo.cfg"
+    cfg.write_text(f"dataDir={data}\nclientPort=0\ninitLimit=10\nsyncLimit=5\n"
+                   "server.1=127.0.0.1:12888:13888\nserver.2=127.0.0.1:22888:23888\n"
+                   "server.3=127.0.0.1:32888:33888:observer\n", encoding="utf-8")
+    result = run_server([str(cfg)], tmp_path)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert lines == [f"zkpy: {cfg}: this zoo.cfg describes an ensemble of 3 servers; zkpy runs standalone only "
+                     "for now"], result.stderr
+
+
+def test_an_ensemble_zoo_cfg_without_myid_names_the_missing_file(tmp_path: Path) -> None:
+    cfg = tmp_path / "zoo.cfg"
+    cfg.write_text(f"dataDir={tmp_path}/data\nclientPort=0\ninitLimit=10\nsyncLimit=5\n"
+                   "server.1=127.0.0.1:12888:13888\nserver.2=127.0.0.1:22888:23888\n", encoding="utf-8")
+    result = run_server([str(cfg)], tmp_path)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(cfg) in lines[0], result.stderr
+    assert "myid file is missing" in lines[0] and str(tmp_path / "data" / "myid") in lines[0]
+
+
+def test_one_server_line_with_standalone_enabled_serves_standalone() -> None:
+    from zkpy.testing.servers import free_port, server_mode
+
+    line = f"127.0.0.1:{free_port()}:{free_port()}"
+    server = start_zkpy({"server.1": line, "standaloneEnabled": "true", "initLimit": "10", "syncLimit": "5"})
+    try:
+        assert server_mode(server) == "standalone"
+        client = RawClient("127.0.0.1", server.port)
+        assert client.call(OpCode.CREATE, CreateRequest("/solo", b"", OPEN, 0)).header.err == 0
         client.close()
     finally:
         server.cleanup()

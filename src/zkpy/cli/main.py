@@ -40,7 +40,12 @@ def server(zoo_cfg: str | None, log_level: str, faults: tuple[str, ...], **flags
         config = load_zoo_cfg(zoo_cfg) if zoo_cfg else ServerConfig()
     except ConfigError as exc:
         click.echo(f"zkpy: {exc}", err=True)
-        sys.exit(2)
+        sys.exit(EXIT_CONFIG)
+    if config.quorum is not None and config.quorum.is_ensemble:
+        n = len(config.quorum.servers)
+        click.echo(f"zkpy: {zoo_cfg}: this zoo.cfg describes an ensemble of {n} server{'s' if n != 1 else ''}; "
+                   "zkpy runs standalone only for now", err=True)
+        sys.exit(EXIT_CONFIG)
     overrides = {k: v for k, v in flags.items() if v is not None}
     if "four_letter_words" in overrides:
         overrides["four_letter_words"] = frozenset(w.strip() for w in str(overrides["four_letter_words"]).split(","))

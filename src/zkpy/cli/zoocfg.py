@@ -1,14 +1,30 @@
-"""zoo.cfg parsing: Java properties syntax, ZooKeeper's standalone keys, errors naming key and file."""
+"""zoo.cfg parsing: Java properties syntax, ZooKeeper's keys, errors naming key and file.
+
+The ensemble keys follow ZooKeeper 3.8 (``QuorumPeerConfig``): ``server.N`` lines of the form
+``host:peerPort:electionPort[:participant|observer][;[clientHost:]clientPort]`` (an IPv6 host in
+brackets), ``initLimit``, ``syncLimit``, ``peerType``, ``electionAlg``, ``standaloneEnabled`` and
+``quorumListenOnAllIPs``, plus this server's id from ``dataDir/myid``. Reading that file is the
+only I/O here besides reading zoo.cfg itself: ``config_from_properties`` takes a ``MyidReader``,
+so it can be driven with a dict and a fake.
+"""
 
 from __future__ import annotations
 
+import ipaddress
 import logging
-from dataclasses import fields
+import os
+import re
+from collections.abc import Callable
+from dataclasses import fields, replace
 from typing import Any
 
-from zkpy.config import ServerConfig
+from zkpy.config import LearnerType, QuorumConfig, QuorumServer, ServerConfig
+from zkpy.ids import ServerId
 
 log = logging.getLogger("zkpy.config")
+
+MyidReader = Callable[[str], str | None]
+"""Given the path of ``dataDir/myid``: its text, or ``None`` when there is no such file (may raise OSError)."""
 
 
 class ConfigError(Exception):
@@ -35,9 +51,17 @@ _STR_KEYS = {
     "clientPortAddress": "client_port_address",
     "superDigest": "super_digest",
 }
+_QUORUM_INT_KEYS = {
+    "initLimit": "init_limit_ticks",
+    "syncLimit": "sync_limit_ticks",
+    "electionAlg": "election_alg",
+}
+_QUORUM_BOOL_KEYS = {
+    "standaloneEnabled": "standalone_enabled",
+    "quorumListenOnAllIPs": "quorum_listen_on_all_ips",
+}
 _IGNORED = {  # known ZooKeeper keys that do not apply to a standalone zkpy server yet
-    "initLimit", "syncLimit", "admin.enableServer", "admin.serverPort", "standaloneEnabled", "reconfigEnabled",
-    "metricsProvider.className", "audit.enable",
+    "admin.enableServer", "admin.serverPort", "reconfigEnabled", "metricsProvider.className", "audit.enable",
 }
 _FOUR_LETTER = {"ruok", "srvr", "stat", "mntr", "conf", "cons", "crst", "srst", "envi", "wchs", "wchc",
                 "wchp", "dump", "dirs", "isro", "gtmk", "stmk", "*"}
@@ -59,26 +83,67 @@ def parse_properties(text: str) -> dict[str, str]:
     return out
 
 
-def load_zoo_cfg(path: str) -> ServerConfig:
+def read_myid_file(path: str) -> str | None:
+    """The text of a myid file, or ``None`` when it is not a file (ZooKeeper's test too)."""
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
+def load_zoo_cfg(path: str, read_myid: MyidReader = read_myid_file) -> ServerConfig:
     try:
         with open(path, encoding="utf-8") as f:
             props = parse_properties(f.read())
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    return config_from_properties(props, path)
+    return config_from_properties(props, path, read_myid)
 
 
-def config_from_properties(props: dict[str, str], source: str) -> ServerConfig:
+def _no_myid(path: str) -> str | None:
+    return None
+
+
+def _int(source: str, key: str, value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise ConfigError(f"{source}: {key}={value!r} is not an integer") from None
+    if number < 0 and key not in ("minSessionTimeout", "maxSessionTimeout"):
+        raise ConfigError(f"{source}: {key}={value} must not be negative")
+    return number
+
+
+def _bool(source: str, key: str, value: str) -> bool:
+    if value.lower() not in ("true", "false"):
+        raise ConfigError(f"{source}: {key}={value!r} must be true or false")
+    return value.lower() == "true"
+
+
+def config_from_properties(props: dict[str, str], source: str, read_myid: MyidReader = _no_myid) -> ServerConfig:
+    """A ServerConfig from zoo.cfg's properties; ``source`` names the file in errors. ``read_myid``
+    reads ``dataDir/myid`` (the default finds none: pass ``read_myid_file`` for the real one)."""
     values: dict[str, Any] = {}
+    quorum_values: dict[str, Any] = {}
+    servers: dict[ServerId, tuple[str, QuorumServer]] = {}
     for key, value in props.items():
         if key in _INT_KEYS:
-            try:
-                number = int(value)
-            except ValueError:
-                raise ConfigError(f"{source}: {key}={value!r} is not an integer") from None
-            if number < 0 and key not in ("minSessionTimeout", "maxSessionTimeout"):
-                raise ConfigError(f"{source}: {key}={value} must not be negative")
-            values[_INT_KEYS[key]] = number
+            values[_INT_KEYS[key]] = _int(source, key, value)
+        elif key in _QUORUM_INT_KEYS:
+            quorum_values[_QUORUM_INT_KEYS[key]] = _int(source, key, value)
+            if key == "electionAlg" and quorum_values["election_alg"] != 3:
+                raise ConfigError(f"{source}: electionAlg={value}: only 3 (fast leader election) is supported")
+        elif key in _QUORUM_BOOL_KEYS:
+            quorum_values[_QUORUM_BOOL_KEYS[key]] = _bool(source, key, value)
+        elif key == "peerType":
+            if value.lower() not in ("participant", "observer"):
+                raise ConfigError(f"{source}: peerType={value!r} must be participant or observer")
+            quorum_values["peer_type"] = LearnerType(value.lower())
+        elif key.startswith("server."):
+            server = _parse_server(source, key, value)
+            if server.sid in servers:
+                raise ConfigError(f"{source}: {key} and {servers[server.sid][0]} both name server id {server.sid}")
+            servers[server.sid] = (key, server)
         elif key in _STR_KEYS:
             if not value:
                 raise ConfigError(f"{source}: {key} is empty")
@@ -94,10 +159,10 @@ def config_from_properties(props: dict[str, str], source: str) -> ServerConfig:
                 raise ConfigError(f"{source}: forceSync={value!r} must be yes or no")
             values["force_sync"] = value.lower() == "yes"
         elif key in ("extendedTypesEnabled", "zookeeper.extendedTypesEnabled"):
-            if value.lower() not in ("true", "false"):
-                raise ConfigError(f"{source}: {key}={value!r} must be true or false")
-            values["extended_types"] = value.lower() == "true"
-        elif key in _IGNORED or key.startswith("server.") or key.startswith("group.") or key.startswith("weight."):
+            values["extended_types"] = _bool(source, key, value)
+        elif key in _IGNORED or key.startswith("group.") or key.startswith("weight."):
+            # group.N / weight.N select ZooKeeper's hierarchical quorums; zkpy knows majority
+            # quorums only, and runs no ensemble yet, so they stay ignored until it does.
             continue
         else:
             raise ConfigError(f"{source}: unknown key {key!r}")
@@ -110,6 +175,14 @@ def config_from_properties(props: dict[str, str], source: str) -> ServerConfig:
         log.warning("%s: invalid autopurge.snapRetainCount=%d, using 3 (as ZooKeeper does)", source,
                     values["autopurge_snap_retain_count"])
         values["autopurge_snap_retain_count"] = 3
+    if servers:
+        quorum = _quorum_config(source, props, values, quorum_values, [s for _, s in servers.values()], read_myid)
+        values["quorum"] = quorum
+        if quorum.is_ensemble:
+            assert quorum.my_id is not None
+            values["server_id"] = quorum.my_id
+    elif quorum_values.get("standalone_enabled") is False:
+        raise ConfigError(f"{source}: standaloneEnabled=false needs server.N lines with at least one participant")
     known = {f.name for f in fields(ServerConfig)}
     assert set(values) <= known
     cfg = ServerConfig(**values)
@@ -117,3 +190,182 @@ def config_from_properties(props: dict[str, str], source: str) -> ServerConfig:
         raise ConfigError(f"{source}: minSessionTimeout={cfg.min_session_timeout} is larger than "
                           f"maxSessionTimeout={cfg.max_session_timeout}")
     return cfg
+
+
+_SERVER_FORM = "expected host:peerPort:electionPort[:participant|observer][;[clientHost:]clientPort]"
+_DIGITS = re.compile(r"[0-9]+")
+
+
+def _host_and_port(text: str) -> list[str]:
+    """``host:port[:...]`` split on colons, with an IPv6 host in brackets kept whole (unbracketed)."""
+    if not text.startswith("["):
+        return text.split(":")
+    end = text.find("]")
+    if end < 0:
+        raise ValueError(f"{text!r} starts with '[' but has no ']'")
+    if end + 1 == len(text):
+        return [text[1:end]]
+    if text[end + 1] != ":" or end + 2 == len(text):
+        raise ValueError(f"{text!r} has no port after ']:'")
+    return [text[1:end], *text[end + 2 :].split(":")]
+
+
+def _parse_server(source: str, key: str, value: str) -> QuorumServer:
+    """One ``server.N`` line, as ZooKeeper 3.8's ``QuorumServer`` reads it (no name resolution)."""
+
+    def bad(problem: str) -> ConfigError:
+        return ConfigError(f"{source}: {key}={value}: {problem}")
+
+    sid_text = key[len("server.") :]
+    if not _DIGITS.fullmatch(sid_text):
+        raise ConfigError(f"{source}: {key}: server id {sid_text!r} is not a number")
+    parts = value.split(";")
+    if len(parts) > 2:
+        raise bad(f"more than one ';' ({_SERVER_FORM})")
+    if "|" in parts[0]:
+        raise bad("several addresses joined by '|' (multiAddress) are not supported")
+    try:
+        server_parts = _host_and_port(parts[0].strip())
+        client_parts = _host_and_port(parts[1].strip()) if len(parts) == 2 else []
+    except ValueError as exc:
+        raise bad(str(exc)) from None
+    if len(server_parts) not in (3, 4) or len(client_parts) > 2:
+        raise bad(_SERVER_FORM)
+    host = server_parts[0].strip()
+    if not host:
+        raise bad("the host is empty")
+
+    def port(text: str, name: str) -> int:
+        text = text.strip()
+        if not _DIGITS.fullmatch(text):
+            raise bad(f"{name} {text!r} is not a number")
+        number = int(text)
+        if number > 65535:
+            raise bad(f"{name} {number} is out of range")
+        return number
+
+    peer_port = port(server_parts[1], "peerPort")
+    election_port = port(server_parts[2], "electionPort")
+    if peer_port == election_port:
+        raise bad(f"peerPort and electionPort are both {peer_port}; they must differ")
+    role = LearnerType.PARTICIPANT
+    if len(server_parts) == 4:
+        name = server_parts[3].strip().lower()
+        if name not in ("participant", "observer"):
+            raise bad(f"role {server_parts[3]!r} is neither participant nor observer")
+        role = LearnerType(name)
+    client_host: str | None = None
+    client_port: int | None = None
+    if client_parts:
+        client_port = port(client_parts[-1], "clientPort")
+        if len(client_parts) == 2:
+            client_host = client_parts[0].strip()
+            if not client_host:
+                raise bad("the client host is empty")
+    return QuorumServer(ServerId(int(sid_text)), host, peer_port, election_port, role, client_host, client_port)
+
+
+def _is_wildcard(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
+
+
+def _same_host(a: str, b: str) -> bool:
+    try:
+        return ipaddress.ip_address(a) == ipaddress.ip_address(b)
+    except ValueError:
+        return a.lower() == b.lower()
+
+
+def _check_distinct_endpoints(source: str, servers: list[QuorumServer]) -> None:
+    """No two listeners of the ensemble share a host and port. ZooKeeper 3.8 refuses only a line
+    whose peer and election ports are equal (and checks the rest on reconfig); a config that binds
+    one address twice can never run, so zkpy refuses it up front. Hosts are compared as written
+    (no DNS); a client address without a host (or a wildcard one) is on the server's own host."""
+    seen: dict[tuple[str, int], str] = {}
+    for s in servers:
+        endpoints = [(s.host, s.peer_port, "peerPort"), (s.host, s.election_port, "electionPort")]
+        if s.client_port is not None:
+            client_host = s.client_host if s.client_host and not _is_wildcard(s.client_host) else s.host
+            endpoints.append((client_host, s.client_port, "clientPort"))
+        for host, port, name in endpoints:
+            if port == 0:
+                continue
+            norm = host.lower()
+            try:
+                norm = str(ipaddress.ip_address(host))
+            except ValueError:
+                pass
+            what = f"server.{s.sid} {name}"
+            if (norm, port) in seen:
+                raise ConfigError(f"{source}: {what} and {seen[norm, port]} both use {host}:{port}")
+            seen[norm, port] = what
+
+
+def _quorum_config(source: str, props: dict[str, str], values: dict[str, Any], quorum_values: dict[str, Any],
+                   servers: list[QuorumServer], read_myid: MyidReader) -> QuorumConfig:
+    """The ensemble part of the config, checked in ZooKeeper 3.8's order: membership, myid, client
+    address, peer type, then what an ensemble needs. Fills in this server's client address."""
+    quorum = QuorumConfig(tuple(sorted(servers, key=lambda s: s.sid)), **quorum_values)
+    n_participants, n_observers = len(quorum.participants), len(quorum.observers)
+    if n_participants == 0:
+        if not quorum.standalone_enabled:
+            raise ConfigError(f"{source}: standaloneEnabled=false needs at least one participant server.N line")
+        raise ConfigError(f"{source}: server.N lines list {n_observers} observer(s) and no participant")
+    if n_participants == 1 and quorum.standalone_enabled and n_observers:
+        raise ConfigError(f"{source}: server.N lines list observers but one participant, and standaloneEnabled=true "
+                          "runs that one standalone: observers need an ensemble")
+    _check_distinct_endpoints(source, servers)
+
+    myid_path = os.path.join(values["data_dir"], "myid")
+    try:
+        text = read_myid(myid_path)
+    except OSError as exc:
+        raise ConfigError(f"{source}: dataDir: cannot read myid file {myid_path}: {exc.strerror or exc}") from None
+    my_id: ServerId | None = None
+    if text is not None:  # ZooKeeper reads the first line, and refuses a bad one even standalone
+        first = text.splitlines()[0].strip() if text.strip() else ""
+        if not _DIGITS.fullmatch(first):
+            raise ConfigError(f"{source}: dataDir: myid file {myid_path} holds {first!r}, not a server id")
+        my_id = ServerId(int(first))
+    me = quorum.server(my_id) if my_id is not None else None
+
+    if me is not None and me.client_port is not None:
+        static_port = values.get("client_port", 0)
+        static_host = props.get("clientPortAddress")
+        line_host = me.client_host or "0.0.0.0"
+        if static_port != 0:
+            if static_host is not None and not _is_wildcard(static_host):
+                agree = _same_host(static_host, line_host) and static_port == me.client_port
+                static = f"clientPortAddress={static_host} and clientPort={static_port}"
+            else:
+                agree = static_port == me.client_port
+                static = f"clientPort={static_port}"
+            if not agree:
+                raise ConfigError(f"{source}: {static} do not match server.{me.sid}'s client address "
+                                  f"{line_host}:{me.client_port}")
+        values["client_port"] = me.client_port
+        if me.client_host is not None:
+            values["client_port_address"] = me.client_host
+
+    role = me.role if me is not None else LearnerType.PARTICIPANT
+    if role is not quorum.peer_type:
+        log.warning("%s: peerType=%s but the server list makes this server a %s; using the server list "
+                    "(as ZooKeeper does)", source, quorum.peer_type.value, role.value)
+    quorum = replace(quorum, my_id=my_id, peer_type=role)
+
+    if quorum.is_ensemble:
+        if quorum.init_limit_ticks == 0:
+            raise ConfigError(f"{source}: initLimit is not set; an ensemble needs it")
+        if quorum.sync_limit_ticks == 0:
+            raise ConfigError(f"{source}: syncLimit is not set; an ensemble needs it")
+        if my_id is None:
+            raise ConfigError(f"{source}: dataDir: myid file is missing: {myid_path} must hold this server's id "
+                              "in an ensemble")
+        if me is None:
+            raise ConfigError(f"{source}: myid {my_id} (from {myid_path}) is not among the server.N lines")
+    elif len(servers) == 1:
+        log.info("%s: one server line and standaloneEnabled=true: running standalone (as ZooKeeper does)", source)
+    return quorum
