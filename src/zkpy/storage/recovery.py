@@ -8,7 +8,8 @@ Rules, in the order they apply:
    with no files at all is a fresh start.
 3. The logs the snapshot needs are scanned in order; txns at or below the snapshot's zxid are
    skipped, the rest applied (``DataTree.apply`` is idempotent over the fuzzy snapshot). zxids
-   must increase, and the first log must not leave a gap after the snapshot.
+   must increase, and within an epoch they must follow each other: a missing log file (or any
+   gap) refuses to start instead of skipping txns.
 4. A torn tail (a partial or garbage record after which nothing valid follows) in the last log
    that holds txns is truncated with a log line; logs after it that hold no txn (empty or
    header-only, e.g. created just before a crash) are removed. A bad record followed by valid
@@ -128,6 +129,10 @@ def _replay(disk: Disk, result: Recovered, logs: list[tuple[int, str]], log: Log
                 continue
             if zxid <= last:
                 raise CorruptLogError(scan.path, entry.offset, f"zxid 0x{zxid:x} does not follow 0x{last:x}")
+            if zxid > last + 1 and zxid_epoch(zxid) == zxid_epoch(last):
+                # within an epoch every zxid is logged: a gap means a missing or cut log file
+                raise RecoveryError(f"{scan.path}: txns 0x{last + 1:x}..0x{zxid - 1:x} are missing before "
+                                    f"offset {entry.offset}: refusing to start with a partial history")
             tree.apply(entry.hdr, entry.txn)
             tree.events.clear()
             last = zxid

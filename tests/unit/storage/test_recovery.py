@@ -182,3 +182,27 @@ def test_purge_keeps_the_newest_snapshots_and_the_logs_they_need() -> None:
     assert sorted(doomed) == ["l1", "s10", "s5"], "l12 holds the txns after snapshot 0x18"
     with pytest.raises(ValueError):
         purge_candidates(snaps, snaps, logs, 2)
+
+
+def test_a_missing_log_in_the_middle_refuses_instead_of_skipping_txns() -> None:
+    rng = random.Random(4)
+    disk = MemoryDisk()
+    workload = Workload(rng, DataTree())
+    disk.makedirs(DIRS.snap_dir)
+    f = disk.create(join(DIRS.snap_dir, snapshot_name(0)))
+    f.write(write_snapshot(DataTree()))
+    f.sync()
+    writer = TxnLogWriter(disk, DIRS.log_dir, prealloc_bytes=0)
+    for _ in range(3):
+        start = len(workload.log)
+        while len(workload.log) < start + 10:
+            workload.one()
+        batch = workload.log[start:]
+        writer.append(batch[0][0].zxid, b"".join(encode_entry(h, t, None) for h, t in batch))
+        writer.roll()
+    logs = DIRS.logs(disk)
+    assert len(logs) == 3
+    assert dump(recover(disk, DIRS).tree) == dump(_replayed(workload.log, len(workload.log)))
+    disk.remove(logs[1][1])
+    with pytest.raises(RecoveryError, match="are missing"):
+        recover(disk, DIRS)
