@@ -8,7 +8,8 @@ the fsync that covers it. The loop never waits on the disk: it only appends to a
 Snapshots start when the log rolls (after snapCount/2 + a random share of snapCount/2 txns, as
 ZooKeeper staggers them). They are serialized on the loop in slices of about 2 ms, each followed
 by as long a gap for requests; a separate thread writes the slices to ``tmp.snapshot.<zxid>``,
-syncing every 8 MiB (one large flush would stall the log's fsync), then syncs it and renames it
+syncing every 8 MiB (one large flush would stall the log's fsync); the loop serializes at most
+16 slices ahead of that thread. Then it syncs the file and renames it
 into place, so a crash never leaves a half-written ``snapshot.<zxid>``.
 
 A disk error (ENOSPC, EIO, ...) in the worker is fatal: nothing after the last good fsync is
@@ -23,8 +24,9 @@ import logging
 import random
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from zkpy.config import ServerConfig
@@ -38,6 +40,7 @@ log = logging.getLogger("zkpy.persistence")
 
 SNAPSHOT_SLICE_S = 0.002  # serialize for at most this long per loop turn
 SNAPSHOT_SYNC_BYTES = 8 << 20  # sync the snapshot file every this many bytes
+SNAPSHOT_MAX_PENDING_WRITES = 16  # slices serialized but not yet written: past this the loop waits for the disk
 TMP_PREFIX = "tmp."
 
 
@@ -78,8 +81,6 @@ class FsyncWorker(threading.Thread):
         self._cond = threading.Condition()
         self._pending: list[tuple[int, bytes, int, bool]] = []  # (first zxid, records, count, roll after)
         self._stopping = False
-        self.fsyncs = 0
-        self.txns = 0
         self.fsync_time_ms = AvgMinMax()
         self.batch_size = AvgMinMax()
 
@@ -113,8 +114,6 @@ class FsyncWorker(threading.Thread):
                 writer.sync()
                 self.fsync_time_ms.add((time.perf_counter_ns() - t0) // 1_000_000)
                 self.batch_size.add(count)
-                self.fsyncs += 1
-                self.txns += count
                 self._report(count)
             writer.close()
         except BaseException as exc:  # the disk failed: stop reporting; the loop fails the server
@@ -136,11 +135,10 @@ class Persistence:
         self.snapshot: SnapshotWriter | None = None
         self._snap_file: AppendFile | None = None
         self._snap_synced = 0  # bytes of the snapshot file already synced
+        self._snap_writes: deque[Future[None]] = deque()  # slices handed to the writer thread, oldest first
         self._snap_io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zkpy-snapshot")
         self._snap_started = 0.0
-        self.longest_pause_ms = 0.0  # longest single snapshot slice on the loop since the server started
         self.snapshot_pause_ms = 0.0  # the same for the current (or last) snapshot: its log line shows it
-        self.snapshots_taken = 0
         self.failed: BaseException | None = None
         self.closed = False
 
@@ -234,6 +232,13 @@ class Persistence:
         writer = self.snapshot
         if writer is None or self.failed is not None or self.closed:
             return
+        assert self.loop is not None
+        writes = self._snap_writes
+        while writes and writes[0].done():
+            writes.popleft()
+        if len(writes) >= SNAPSHOT_MAX_PENDING_WRITES:  # a slow disk: serialize no further ahead of it
+            self.loop.call_later(SNAPSHOT_SLICE_S, self._snapshot_slice)
+            return
         t0 = time.perf_counter()
         deadline = t0 + SNAPSHOT_SLICE_S
         chunks = []
@@ -244,8 +249,7 @@ class Persistence:
         self._note_pause(t0)
         data = b"".join(chunks)
         if data:
-            self._snap_io.submit(self._write_snapshot_chunk, data)
-        assert self.loop is not None
+            writes.append(self._snap_io.submit(self._write_snapshot_chunk, data))
         if writer.done:
             done = self._snap_io.submit(self._seal_snapshot, writer.zxid)
             done.add_done_callback(lambda f: self.loop.call_soon_threadsafe(self._snapshot_done, f))  # type: ignore[union-attr]
@@ -279,7 +283,6 @@ class Persistence:
         if exc is not None:
             log.error("snapshot 0x%x failed: %s", writer.zxid if writer else -1, exc)
             return
-        self.snapshots_taken += 1
         log.info("snapshot %s written: %d znodes in %.2fs, longest pause on the loop %.1f ms",
                  future.result(), writer.nodes_written if writer else -1,
                  time.perf_counter() - self._snap_started, self.snapshot_pause_ms)
@@ -287,11 +290,7 @@ class Persistence:
     def _note_pause(self, t0: float) -> None:
         pause_ms = (time.perf_counter() - t0) * 1000
         self.snapshot_pause_ms = max(self.snapshot_pause_ms, pause_ms)
-        self.longest_pause_ms = max(self.longest_pause_ms, pause_ms)
 
-    @property
-    def snapshot_in_progress(self) -> bool:
-        return self.snapshot is not None
 
     # ---- shutdown ----
 

@@ -88,10 +88,6 @@ class FaultPlan:
     fail_sync_after: int | None = None
     lose_unsynced: bool = False
 
-    @property
-    def active(self) -> bool:
-        return self.fail_after_bytes is not None or self.fail_sync_after is not None or self.lose_unsynced
-
 
 class FaultCounter:
     """Counts bytes and syncs against a FaultPlan; shared by every file of one Disk."""
@@ -183,15 +179,15 @@ class MemoryDisk:
         return _MemoryFile(self, path, self.files[path])
 
     def append(self, path: str) -> _MemoryFile:
-        return _MemoryFile(self, path, self.read_buffer(path))
+        return _MemoryFile(self, path, self._buffer(path))
 
-    def read_buffer(self, path: str) -> bytearray:
+    def _buffer(self, path: str) -> bytearray:
         if path not in self.files:
             raise FileNotFoundError(errno.ENOENT, "no such file", path)
         return self.files[path]
 
     def truncate(self, path: str, size: int) -> None:
-        del self.read_buffer(path)[size:]
+        del self._buffer(path)[size:]
         self.durable[path] = bytes(self.files[path])
 
     def rename(self, src: str, dst: str) -> None:

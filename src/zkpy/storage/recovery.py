@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from zkpy.ids import zxid_counter, zxid_epoch
+from zkpy.ids import zxid_epoch
 from zkpy.storage.disk import Disk
 from zkpy.storage.files import DataDirs, logs_after
 from zkpy.storage.snapshot import SnapshotError, is_valid_snapshot, load_snapshot
@@ -93,11 +93,6 @@ def _load_newest_snapshot(disk: Disk, snaps: list[tuple[int, str]], log: Log) ->
 def _replay(disk: Disk, result: Recovered, logs: list[tuple[int, str]], log: Log) -> None:
     tree = result.tree
     start = tree.last_processed_zxid
-    if logs and result.snapshot_zxid is not None:
-        first = logs[0][0]
-        if first > start + 1 and zxid_epoch(first) == zxid_epoch(start) and zxid_counter(first) > 1:
-            raise RecoveryError(f"the logs after snapshot {result.snapshot_path} start at {logs[0][1]}: "
-                                f"txns 0x{start + 1:x}..0x{first - 1:x} are missing")
     scans = []
     for _, path in logs:
         scans.append(scan_log(path, disk.read(path), after_zxid=start))

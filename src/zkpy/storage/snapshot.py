@@ -40,7 +40,6 @@ only; it reads ``.gz`` and refuses ``.snappy``.
 from __future__ import annotations
 
 import base64
-import gc
 import gzip
 import re
 import struct
@@ -329,18 +328,11 @@ def load_snapshot(name: str, data: bytes) -> LoadedSnapshot:
             data = gzip.decompress(data)
         except (OSError, EOFError, zlib.error) as exc:
             raise SnapshotError(f"{name}: bad gzip stream: {exc}") from exc
-    # Building a million nodes would run the cyclic GC over the growing tree again and again
-    # (a third of the load time); the loader makes no cycles, so it runs without it.
     data = bytes(data)
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
     try:
         return _parse(name, zxid, data)
     except (SnapshotError, struct.error, IndexError, ProtocolError) as exc:
         raise _diagnose(name, data, exc) from exc
-    finally:
-        if gc_was_enabled:
-            gc.enable()
 
 
 def _diagnose(name: str, data: bytes, exc: Exception) -> SnapshotError:
