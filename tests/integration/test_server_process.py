@@ -117,19 +117,18 @@ def test_force_sync_no_still_keeps_writes_across_a_clean_restart() -> None:
         server.cleanup()
 
 
-def test_an_ensemble_zoo_cfg_exits_2_with_one_line(tmp_path: Path) -> None:
+def test_an_ensemble_zoo_cfg_without_sync_limit_exits_2_naming_the_key(tmp_path: Path) -> None:
     data = tmp_path / "data"
     data.mkdir()
     (data / "myid").write_text("2\n", encoding="ascii")
     cfg = tmp_path / "zoo.cfg"
-    cfg.write_text(f"dataDir={data}\nclientPort=0\ninitLimit=10\nsyncLimit=5\n"
+    cfg.write_text(f"dataDir={data}\nclientPort=0\ninitLimit=10\n"
                    "server.1=127.0.0.1:12888:13888\nserver.2=127.0.0.1:22888:23888\n"
                    "server.3=127.0.0.1:32888:33888:observer\n", encoding="utf-8")
     result = run_server([str(cfg)], tmp_path)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
-    assert lines == [f"zkpy: {cfg}: this zoo.cfg describes an ensemble of 3 servers; zkpy runs standalone only "
-                     "for now"], result.stderr
+    assert lines == [f"zkpy: {cfg}: syncLimit: must be set (in ticks) for an ensemble"], result.stderr
 
 
 def test_an_ensemble_zoo_cfg_without_myid_names_the_missing_file(tmp_path: Path) -> None:

@@ -41,6 +41,7 @@ DEFAULT_TRACE_MASK = 306  # ZooTrace's default mask, reported by gtmk until stmk
 SESSIONLESS_CNXN_TIMEOUT_MS = 10000  # the bucket width ZooKeeper's connection expiry queue uses
 
 Answer = Callable[[Any, Connection | None], str]
+NOT_SERVING = "This ZooKeeper instance is not currently serving requests\n"
 
 
 # ---- the entry point ----
@@ -52,6 +53,10 @@ def answer(word: str, server: Any, conn: Connection | None = None) -> str:
     the connection that asked, if the caller has it.
     """
     core = server.core
+    if core is None:  # an ensemble member between terms (ZooKeeper: no ZooKeeperServer running)
+        if not is_enabled(word, server.config.four_letter_words):
+            return f"{word} is not executed because it is not in the whitelist.\n"
+        return "imok" if word == "ruok" else NOT_SERVING
     if conn is not None:
         conn.received += 1
         core.stats.packets_received += 1
@@ -223,7 +228,8 @@ def _server_stats(server: Any) -> str:
 
 
 def _server_state(server: Any) -> str:
-    return "standalone"
+    """standalone, leader, follower or observer (QuorumPeer.getServerState)."""
+    return str(getattr(server, "mode", "standalone"))
 
 
 # ---- the words ----

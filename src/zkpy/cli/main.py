@@ -10,6 +10,7 @@ import sys
 
 import click
 
+from zkpy.cli.ensemble import ensemble
 from zkpy.cli.storage_tools import logdump, purge, snapdump
 from zkpy.cli.zoocfg import ConfigError, load_zoo_cfg
 from zkpy.config import ServerConfig
@@ -42,10 +43,10 @@ def server(zoo_cfg: str | None, log_level: str, faults: tuple[str, ...], **flags
         click.echo(f"zkpy: {exc}", err=True)
         sys.exit(EXIT_CONFIG)
     if config.quorum is not None and config.quorum.is_ensemble:
-        n = len(config.quorum.servers)
-        click.echo(f"zkpy: {zoo_cfg}: this zoo.cfg describes an ensemble of {n} server{'s' if n != 1 else ''}; "
-                   "zkpy runs standalone only for now", err=True)
-        sys.exit(EXIT_CONFIG)
+        problem = _ensemble_problem(config)
+        if problem is not None:
+            click.echo(f"zkpy: {zoo_cfg}: {problem}", err=True)
+            sys.exit(EXIT_CONFIG)
     overrides = {k: v for k, v in flags.items() if v is not None}
     if "four_letter_words" in overrides:
         overrides["four_letter_words"] = frozenset(w.strip() for w in str(overrides["four_letter_words"]).split(","))
@@ -54,6 +55,21 @@ def server(zoo_cfg: str | None, log_level: str, faults: tuple[str, ...], **flags
 
         config = replace(config, **overrides)  # type: ignore[arg-type]
     _run(config, _fault_plan(faults))
+
+
+def _ensemble_problem(config: ServerConfig) -> str | None:
+    """What an ensemble zoo.cfg lacks for this server to join (QuorumPeerConfig's checks)."""
+    q = config.quorum
+    assert q is not None
+    if q.my_id is None:
+        return f"myid: no myid file in {config.data_dir} for an ensemble member"
+    if q.me is None:
+        return f"myid: {q.my_id} has no server.{q.my_id} line"
+    if q.init_limit_ticks <= 0:
+        return "initLimit: must be set (in ticks) for an ensemble"
+    if q.sync_limit_ticks <= 0:
+        return "syncLimit: must be set (in ticks) for an ensemble"
+    return None
 
 
 EXIT_CONFIG = 2
@@ -96,7 +112,12 @@ def _run(config: ServerConfig, faults: FaultPlan | None = None) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await serve(config, stop, faults)
+        if config.quorum is not None and config.quorum.is_ensemble:
+            from zkpy.runtime.peer import serve_quorum
+
+            await serve_quorum(config, stop, faults)
+        else:
+            await serve(config, stop, faults)
 
     try:
         try:
@@ -121,6 +142,7 @@ def _run(config: ServerConfig, faults: FaultPlan | None = None) -> None:
 main.add_command(purge)
 main.add_command(logdump)
 main.add_command(snapdump)
+main.add_command(ensemble)
 
 if __name__ == "__main__":
     main()

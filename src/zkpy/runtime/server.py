@@ -14,6 +14,7 @@ import itertools
 import logging
 import time
 
+from zkpy.admin.fourletter import COMMANDS as FOUR_LETTER_WORDS
 from zkpy.admin.fourletter import DEFAULT_TRACE_MASK
 from zkpy.admin.fourletter import answer as answer_four_letter_word
 from zkpy.config import ServerConfig
@@ -45,6 +46,7 @@ class ClientProtocol(asyncio.Protocol):
         self.server = server
         self.transport: asyncio.Transport | None = None
         self.conn: Connection | None = None
+        self.idle: bytearray | None = None  # bytes of a connection made while no core serves
         self.writing_paused = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -57,6 +59,9 @@ class ClientProtocol(asyncio.Protocol):
             log.warning("Too many connections from %s - max is %d", ip, limit)
             transport.abort()
             return
+        if srv.core is None:  # an ensemble member between terms: four-letter words only
+            self.idle = bytearray()
+            return
         srv.per_ip[ip] = srv.per_ip.get(ip, 0) + 1
         srv.core.set_time(_now_ms(), _wall_ms())
         self.conn = srv.core.open(next(srv.conn_ids), ip, port)
@@ -65,6 +70,8 @@ class ClientProtocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         conn = self.conn
         if conn is None:
+            if self.idle is not None and self.transport is not None:
+                self._idle_data(data)
             return
         srv = self.server
         srv.core.set_time(_now_ms(), _wall_ms())
@@ -78,6 +85,20 @@ class ClientProtocol(asyncio.Protocol):
         if conn.outstanding > MAX_OUTSTANDING_PER_CONNECTION and self.transport is not None:
             self.transport.pause_reading()
             conn.paused = True
+
+    def _idle_data(self, data: bytes) -> None:
+        """Not serving: answer a four-letter word, refuse anything else (ZooKeeper closes it)."""
+        assert self.idle is not None and self.transport is not None
+        self.idle += data
+        if len(self.idle) < 4:
+            return
+        word = bytes(self.idle[:4]).decode("ascii", "replace")
+        if word in FOUR_LETTER_WORDS:
+            self.transport.write(answer_four_letter_word(word, self.server).encode("utf-8"))
+        else:
+            log.info("refusing a client connection: this server is not serving (no quorum)")
+        self.transport.close()
+        self.idle = None
 
     def connection_lost(self, exc: Exception | None) -> None:
         conn = self.conn

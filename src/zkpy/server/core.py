@@ -30,6 +30,7 @@ from zkpy.errors import (
     NoWatcherError,
     ProtocolError,
     ZookeeperError,
+    error_for,
 )
 from zkpy.server.connection import Connection, ConnState
 from zkpy.server.prep import WRITE_OPS, Prep
@@ -152,6 +153,29 @@ class Proposal:
 
 
 @dataclass(slots=True)
+class Forwarded:
+    """A learner's client write (or sync) sent to the leader, answered when its txn commits."""
+
+    conn: Connection
+    xid: int
+    op: int
+    received_ms: int
+    body: bytes = b""  # a sync's request (its path), read when it is answered
+    done: bool = False  # a sync: the leader's SYNC arrived
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardRequest:
+    """What a learner sends the leader in a REQUEST packet."""
+
+    session: int
+    cxid: int
+    op: int
+    body: bytes
+    auth: tuple[Id, ...]
+
+
+@dataclass(slots=True)
 class QueuedRead:
     conn: Connection
     xid: int
@@ -161,13 +185,22 @@ class QueuedRead:
     after_zxid: int = 0  # a sync waits until every txn proposed before it is applied
 
 
+STANDALONE, LEADER, LEARNER = "standalone", "leader", "learner"
+
+
 class ServerCore:
-    """A standalone ZooKeeper server with no I/O: feed it bytes and time, drain its outputs."""
+    """A ZooKeeper server's request pipeline with no I/O: feed it bytes and time, drain its outputs.
+
+    ``role`` is standalone or leader (writes are prepped here into ``proposals``; the leader
+    also takes learners' forwarded requests) or learner (writes, new sessions, moved sessions
+    and syncs go to the leader through ``forward`` / ``revalidations``; committed txns come back
+    through ``apply_committed``, and only the leader expires sessions)."""
 
     def __init__(self, config: ServerConfig, now_ms: int, wall_ms: int, log: Log = lambda _m: None,
-                 tree: DataTree | None = None) -> None:
+                 tree: DataTree | None = None, role: str = STANDALONE, next_zxid: int | None = None) -> None:
         """``tree`` is the recovered database, if any; its committed sessions are tracked again
         from now, so a session whose client is gone expires after its timeout and its ephemerals go."""
+        self.role = role
         self.config = config
         self.log = log
         self.now_ms = now_ms
@@ -182,7 +215,13 @@ class ServerCore:
         self.session_conn: dict[int, Connection] = {}
         self.queues: dict[int, deque[Proposal | QueuedRead]] = {}
         self.proposals: list[Proposal] = []
-        self.next_zxid = self.tree.last_processed_zxid + 1
+        self.next_zxid = next_zxid if next_zxid is not None else self.tree.last_processed_zxid + 1
+        # learner: requests for the leader, sessions to revalidate, syncs waiting for SYNC, touches
+        self.forward: list[ForwardRequest] = []
+        self.revalidations: list[tuple[int, int]] = []
+        self.pending_revalidation: dict[int, Connection] = {}
+        self.pending_syncs: deque[Forwarded] = deque()
+        self.touched: dict[int, int] = {}
         self.dirty: set[Connection] = set()
         self.syncing: set[int] = set()  # sessions whose queue waits on a sync
         self.last_container_check = now_ms
@@ -277,12 +316,26 @@ class ServerCore:
         conn.timeout_ms = timeout
         if req.sessionId == 0:
             sid = self.sessions.new_session_id()
-            self.sessions.add(sid, timeout, self.now_ms)
             conn.session_id = sid
             conn.state = ConnState.AWAIT_SESSION
+            if self.role == LEARNER:
+                self.touched[sid] = timeout
+                self._forward(conn, 0, OpCode.CREATE_SESSION, INT.pack(timeout))
+                return
+            self.sessions.add(sid, timeout, self.now_ms)
             self._propose(OpCode.CREATE_SESSION, timeout, conn, 0, sid, None)
             return
         sid = req.sessionId
+        if self.role == LEARNER and req.passwd == session_password(sid):
+            # the leader knows whether the session lives (Learner.validateSession)
+            conn.session_id = sid
+            conn.state = ConnState.AWAIT_SESSION
+            previous = self.pending_revalidation.get(sid)
+            if previous is not None:
+                self._close(previous, "client reconnected elsewhere")
+            self.pending_revalidation[sid] = conn
+            self.revalidations.append((sid, timeout))
+            return
         if not self.sessions.is_live(sid) or req.passwd != session_password(sid):
             self.log(f"invalid session 0x{sid & 0xFFFFFFFFFFFFFFFF:x} for client {conn.ip}:{conn.port}, probably expired")
             self._connect_response(conn, valid=False)
@@ -294,6 +347,24 @@ class ServerCore:
         self.sessions.touch(sid, self.now_ms, timeout)
         conn.session_id = sid
         self._established(conn)
+
+    def revalidated(self, session: int, valid: bool) -> None:
+        """The leader's answer for a session that moved here."""
+        conn = self.pending_revalidation.pop(session, None)
+        if conn is None or conn.closing:
+            return
+        if not valid:
+            self.log(f"invalid session 0x{session & 0xFFFFFFFFFFFFFFFF:x} for client {conn.ip}:{conn.port}, "
+                     "probably expired")
+            self._connect_response(conn, valid=False)
+            self._close(conn, "invalid session")
+            return
+        previous = self.session_conn.get(session)
+        if previous is not None and previous is not conn:
+            self._close(previous, "client reconnected elsewhere")
+        self.touched[session] = conn.timeout_ms
+        self._established(conn)
+        self._process_frames(conn)
 
     def _established(self, conn: Connection) -> None:
         conn.state = ConnState.ESTABLISHED
@@ -318,7 +389,10 @@ class ServerCore:
         xid, op = _REQUEST_HEADER.unpack_from(frame, 0)
         body = frame[8:]
         sid = conn.session_id
-        self.sessions.touch(sid, self.now_ms)
+        if self.role == LEARNER:
+            self.touched[sid] = conn.timeout_ms
+        else:
+            self.sessions.touch(sid, self.now_ms)
         if op == OpCode.AUTH:
             self._auth(conn, xid, body)
             return
@@ -333,7 +407,17 @@ class ServerCore:
         if xid >= 0:  # pings and other special xids are not the client's last operation
             conn.last_cxid = xid
         if op in WRITE_OPS:
-            self._submit_write(conn, xid, op, body)
+            if self.role == LEARNER:
+                if op == OpCode.CREATE_SESSION:
+                    self.log(f"closing {conn.ip}:{conn.port}: createSession from an established session")
+                    self._close(conn, "createSession from a client")
+                    return
+                self._forward(conn, xid, op, body)
+            else:
+                self._submit_write(conn, xid, op, body)
+            return
+        if op == OpCode.SYNC and self.role == LEARNER:
+            self._forward(conn, xid, op, body)
             return
         read = QueuedRead(conn, xid, op, body, self.now_ms)
         queue = self.queues.get(sid)
@@ -376,6 +460,16 @@ class ServerCore:
         self._send(conn, _REPLY_HEADER.pack(xid, 0, 0) + SetSASLResponse(None).to_bytes())
 
     def _submit_write(self, conn: Connection, xid: int, op: int, body: bytes) -> None:
+        request, error = self._decode_write(op, body, f"{conn.ip}:{conn.port}")
+        if op == OpCode.CREATE_SESSION:
+            # a client may not create sessions over an established one (ZooKeeper answers it with a
+            # second ConnectResponse and no reply; zkpy refuses it with BadArguments)
+            self.log(f"refusing createSession from established session 0x{conn.session_id & 0xFFFFFFFFFFFFFFFF:x} "
+                     f"at {conn.ip}:{conn.port}")
+            error = error or BadArgumentsError("createSession from a client")
+        self._propose(op, request, conn, xid, conn.session_id, error)
+
+    def _decode_write(self, op: int, body: bytes, origin: str) -> tuple[Any, ZookeeperError | None]:
         try:
             if op == OpCode.MULTI:
                 request: Any = _as_zookeeper_reads_multi(read_multi_request(body, 0)[0])
@@ -387,22 +481,17 @@ class ServerCore:
                 request = REQUEST_RECORDS[op].read(body, 0)[0]
             _check_null_paths(op, request)
             error = None
-        except (ProtocolError, ValueError, IndexError, struct.error) as exc:
-            self.log(f"failed to decode {OP_NAMES.get(op, op)} from {conn.ip}:{conn.port}: {exc}")
+        except (ProtocolError, ValueError, IndexError, struct.error, KeyError) as exc:
+            self.log(f"failed to decode {OP_NAMES.get(op, op)} from {origin}: {exc}")
             request, error = None, MarshallingError()
-        if op == OpCode.CREATE_SESSION:
-            # a client may not create sessions over an established one (ZooKeeper answers it with a
-            # second ConnectResponse and no reply; zkpy refuses it with BadArguments)
-            self.log(f"refusing createSession from established session 0x{conn.session_id & 0xFFFFFFFFFFFFFFFF:x} "
-                     f"at {conn.ip}:{conn.port}")
-            error = error or BadArgumentsError("createSession from a client")
-        self._propose(op, request, conn, xid, conn.session_id, error)
+        return request, error
 
     def _propose(self, op: int, request: Any, conn: Connection | None, xid: int, session: int,
-                 error: ZookeeperError | None) -> None:
+                 error: ZookeeperError | None, auth: list[Id] | None = None) -> None:
         zxid = self.next_zxid
         self.next_zxid += 1
-        auth = conn.auth if conn is not None else [_SUPER]
+        if auth is None:
+            auth = conn.auth if conn is not None else [_SUPER]
         if error is None:
             hdr, txn, error = self.prep.prep(op, request, session, xid, auth, zxid, self.wall_ms,
                                              self.sessions.is_live(session) or op == OpCode.CREATE_SESSION)
@@ -419,6 +508,94 @@ class ServerCore:
         if conn is not None:
             self.queues.setdefault(session, deque()).append(p)
             conn.outstanding += 1
+
+    # ---- learner: forwarding to the leader ----
+
+    def _forward(self, conn: Connection, xid: int, op: int, body: bytes) -> None:
+        f = Forwarded(conn, xid, op, self.now_ms, body if op == OpCode.SYNC else b"")
+        self.queues.setdefault(conn.session_id, deque()).append(f)
+        conn.outstanding += 1
+        if op == OpCode.SYNC:
+            self.pending_syncs.append(f)
+        self.forward.append(ForwardRequest(conn.session_id, xid, op, body, tuple(conn.auth)))
+
+    def sync_done(self) -> None:
+        """The leader's SYNC for the oldest forwarded sync: answer it in its session's order."""
+        if not self.pending_syncs:
+            self.log("SYNC from the leader with no sync pending")
+            return
+        f = self.pending_syncs.popleft()
+        f.done = True
+        self._drain_queue(f.conn.session_id)
+
+    def apply_committed(self, hdr: TxnHeader, txn: Any) -> None:
+        """Learner: a committed txn, in zxid order; answer the local client that sent it, if any."""
+        rc = self.tree.apply(hdr, txn)
+        self._deliver_events()
+        session = hdr.clientId
+        if hdr.type == OpCode.CREATE_SESSION:
+            self.sessions.add(session, txn.timeOut, self.now_ms)
+        elif hdr.type == OpCode.CLOSE_SESSION:
+            self.sessions.remove(session)
+            self.touched.pop(session, None)
+        queue = self.queues.get(session)
+        head = queue[0] if queue else None
+        if not isinstance(head, Forwarded) or head.op == OpCode.SYNC or head.xid != hdr.cxid:
+            if hdr.type == OpCode.CLOSE_SESSION:
+                owner = self.session_conn.pop(session, None)
+                if owner is not None:
+                    self._close(owner, "session expired")
+            return
+        assert queue is not None
+        queue.popleft()
+        conn = head.conn
+        conn.outstanding -= 1
+        if hdr.type == OpCode.CLOSE_SESSION:
+            self.session_conn.pop(session, None)
+        if head.op == OpCode.CREATE_SESSION:
+            if hdr.type == OpCode.CREATE_SESSION and conn.state is ConnState.AWAIT_SESSION:
+                self._established(conn)
+                self._process_frames(conn)
+            else:
+                self._close(conn, "session not created")
+        else:
+            error = error_for(rc.err) if hdr.type == OpCode.ERROR and rc.err else None
+            self._reply_write(conn, Proposal(hdr, txn, conn, head.xid, head.op, error, head.received_ms), rc)
+        self._drain_queue(session)
+
+    def take_touches(self) -> list[tuple[int, int]]:
+        """Learner: the sessions seen since the last PING reply, with their timeouts."""
+        out = list(self.touched.items())
+        self.touched.clear()
+        return out
+
+    # ---- leader: learners' requests ----
+
+    def learner_request(self, session: int, cxid: int, op: int, body: bytes, auth: tuple[Id, ...]) -> None:
+        """A request a learner forwarded: prep it like a local one; the learner answers its client."""
+        if op == OpCode.SYNC:
+            return  # the leader's Zab core answers with SYNC once earlier proposals commit
+        if op == OpCode.CREATE_SESSION:
+            try:
+                (timeout,) = INT.unpack_from(body, 0)
+            except struct.error:
+                self.log(f"createSession for 0x{session & 0xFFFFFFFFFFFFFFFF:x} without a timeout: ignored")
+                return
+            self.sessions.add(session, timeout, self.now_ms)
+            self._propose(OpCode.CREATE_SESSION, timeout, None, cxid, session, None, list(auth))
+            return
+        self.sessions.touch(session, self.now_ms)
+        request, error = self._decode_write(op, body, f"learner request for 0x{session & 0xFFFFFFFFFFFFFFFF:x}")
+        self._propose(op, request, None, cxid, session, error, list(auth))
+
+    def touch(self, touches: Any) -> None:
+        """Leader: sessions a learner saw alive."""
+        for session, timeout in touches:
+            self.sessions.touch(session, self.now_ms, timeout)
+
+    def revalidate(self, session: int, timeout_ms: int) -> bool:
+        """Leader: does ``session`` still live (it moved to a learner)? A live one is touched."""
+        return self.sessions.touch(session, self.now_ms, timeout_ms)
 
     # ---- after persistence ----
 
@@ -468,13 +645,23 @@ class ServerCore:
     def _drain_queue(self, session: int) -> None:
         queue = self.queues.get(session)
         applied = self.tree.last_processed_zxid
-        while queue and isinstance(queue[0], QueuedRead):
-            if queue[0].after_zxid > applied:
+        while queue:
+            head = queue[0]
+            if isinstance(head, Forwarded):
+                if not head.done:
+                    return
+                queue.popleft()
+                head.conn.outstanding -= 1
+                self._run_read(QueuedRead(head.conn, head.xid, head.op, head.body, head.received_ms))
+                continue
+            if not isinstance(head, QueuedRead):
+                break
+            if head.after_zxid > applied:
                 self.syncing.add(session)  # a sync still waits for earlier writes: drain again after them
                 return
-            read = queue.popleft()
-            read.conn.outstanding -= 1
-            self._run_read(read)
+            queue.popleft()
+            head.conn.outstanding -= 1
+            self._run_read(head)
         self.syncing.discard(session)
         if queue is not None and not queue:
             del self.queues[session]
@@ -749,7 +936,10 @@ class ServerCore:
     # ---- time passes ----
 
     def tick(self) -> None:
-        """Expire sessions whose bucket has passed; delete empty containers and expired TTL nodes."""
+        """Expire sessions whose bucket has passed; delete empty containers and expired TTL nodes.
+        Only a standalone server or the leader does either; learners hear of it through txns."""
+        if self.role == LEARNER:
+            return
         for sid in self.sessions.expired(self.now_ms):
             s = self.sessions.sessions.get(sid)
             self.log(f"expiring session 0x{sid & 0xFFFFFFFFFFFFFFFF:x}, timeout of {s.timeout_ms if s else '?'}ms exceeded")

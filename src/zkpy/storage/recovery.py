@@ -20,8 +20,10 @@ Rules, in the order they apply:
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from zkpy.ids import zxid_epoch
 from zkpy.storage.disk import Disk
@@ -32,6 +34,7 @@ from zkpy.tree.datatree import DataTree
 
 Log = Callable[[str], None]
 MAX_SNAPSHOTS_TRIED = 100
+REPLAYED_TAIL = 500  # ZKDatabase.commitLogCount
 
 
 class RecoveryError(Exception):
@@ -48,6 +51,8 @@ class Recovered:
     truncated: list[str] = field(default_factory=list)  # "path@offset" of each torn tail cut off
     removed: list[str] = field(default_factory=list)  # empty trailing logs removed
     digest_mismatches: list[int] = field(default_factory=list)  # zxids where a recorded digest disagreed
+    # the last txns replayed (header, txn), oldest first: a new leader's committed log
+    replayed_tail: deque[tuple[Any, Any]] = field(default_factory=lambda: deque(maxlen=REPLAYED_TAIL))
 
     @property
     def fresh(self) -> bool:
@@ -130,6 +135,7 @@ def _replay(disk: Disk, result: Recovered, logs: list[tuple[int, str]], log: Log
                                     f"offset {entry.offset}: refusing to start with a partial history")
             tree.apply(entry.hdr, entry.txn)
             tree.events.clear()
+            result.replayed_tail.append((entry.hdr, entry.txn))
             last = zxid
             result.txns_replayed += 1
             if digest is not None and zxid == digest[0]:

@@ -353,15 +353,45 @@ def _diagnose(name: str, data: bytes, exc: Exception) -> SnapshotError:
 
 
 def _parse(name: str, zxid: int, data: bytes) -> LoadedSnapshot:
+    magic, _version, _dbid = _HEADER.unpack_from(data, 0)
+    if magic != SNAP_MAGIC:
+        raise _Definite(f"{name}: bad magic 0x{magic & 0xFFFFFFFF:08x}, expected 0x{SNAP_MAGIC:08x} (ZKSN)")
+    tree, unknown, pos = _parse_body(name, data, _HEADER.size)
     size = len(data)
 
     def fail(pos: int, what: str) -> SnapshotError:
         return SnapshotError(f"{name}: {what} (offset {pos})")
 
-    magic, _version, _dbid = _HEADER.unpack_from(data, 0)
-    if magic != SNAP_MAGIC:
-        raise _Definite(f"{name}: bad magic 0x{magic & 0xFFFFFFFF:08x}, expected 0x{SNAP_MAGIC:08x} (ZKSN)")
-    pos = _HEADER.size
+    pos = _check_seal(name, data, pos)
+    trailer: tuple[int, int] | None = None
+    if pos < size:  # the digest trailer (older snapshots end after the first seal)
+        dzxid, dversion = struct.unpack_from(">qi", data, pos)
+        pos += 12
+        if dversion < 2:
+            text, pos = read_ustring(data, pos)
+            try:
+                dvalue = int(text, 16) if text is not None else 0
+            except ValueError:
+                raise fail(pos, f"bad hex digest {text!r}") from None
+        else:
+            (dvalue,) = _LONG.unpack_from(data, pos)
+            pos += 8
+        _check_seal(name, data, pos)
+        # ZooKeeper ignores an empty digest, one older than the snapshot, and another version's
+        if dversion == DIGEST_VERSION and dzxid > 0 and dzxid >= zxid:
+            trailer = (dzxid, dvalue & _MASK64)
+    tree.last_processed_zxid = zxid
+    return LoadedSnapshot(zxid, tree, trailer, unknown)
+
+
+def _parse_body(name: str, data: bytes, pos: int) -> tuple[DataTree, list[str], int]:
+    """sessions acls node* end, from ``pos``: the tree (sessions set, digest recomputed), the
+    paths whose ACL index was unknown, and the position after the end marker."""
+    size = len(data)
+
+    def fail(pos: int, what: str) -> SnapshotError:
+        return SnapshotError(f"{name}: {what} (offset {pos})")
+
     (count,) = _INT.unpack_from(data, pos)
     pos += 4
     if count < 0 or count * _SESSION.size > size - pos:
@@ -492,30 +522,43 @@ def _parse(name: str, zxid: int, data: bytes) -> LoadedSnapshot:
             digest += crc
     if "/" not in nodes:
         raise fail(pos, "no root node")
-
-    pos = _check_seal(name, data, pos)
-    trailer: tuple[int, int] | None = None
-    if pos < size:  # the digest trailer (older snapshots end after the first seal)
-        dzxid, dversion = struct.unpack_from(">qi", data, pos)
-        pos += 12
-        if dversion < 2:
-            text, pos = read_ustring(data, pos)
-            try:
-                dvalue = int(text, 16) if text is not None else 0
-            except ValueError:
-                raise fail(pos, f"bad hex digest {text!r}") from None
-        else:
-            (dvalue,) = _LONG.unpack_from(data, pos)
-            pos += 8
-        _check_seal(name, data, pos)
-        # ZooKeeper ignores an empty digest, one older than the snapshot, and another version's
-        if dversion == DIGEST_VERSION and dzxid > 0 and dzxid >= zxid:
-            trailer = (dzxid, dvalue & _MASK64)
-
     tree.sessions = sessions
-    tree.last_processed_zxid = zxid
     tree.digest = digest & _MASK64
-    return LoadedSnapshot(zxid, tree, trailer, unknown)
+    return tree, unknown, pos
+
+
+# ---------------------------------------------------------------- the SNAP stream of the quorum port
+#
+# After a SNAP packet the leader writes the database without a file header, seals or digest
+# (ZKDatabase.serializeSnapshot: sessions acls node* end), then the ustring "BenWasHere".
+
+SNAP_SIGNATURE = b"\x00\x00\x00\x0aBenWasHere"
+_STREAM_END = _END + SNAP_SIGNATURE
+
+
+def snapshot_stream(tree: DataTree) -> bytes:
+    """What a leader sends after SNAP: the tree as it is now, then the signature."""
+    writer = SnapshotWriter(tree)
+    body = writer.step(1 << 62)
+    return body[_HEADER.size:] + _STREAM_END
+
+
+def parse_snapshot_stream(data: bytes, search_from: int = 0) -> tuple[DataTree, int] | None:
+    """The tree a SNAP stream at the start of ``data`` holds and the bytes it took, or None
+    while it is incomplete (or unreadable: the caller's timeout ends the wait). The end is found
+    by its marker; a marker inside node data fails to parse and the search goes on.
+    ``search_from`` skips what an earlier call already searched."""
+    at = data.find(_STREAM_END, max(0, search_from - len(_STREAM_END)))
+    while at >= 0:
+        try:
+            tree, _unknown, pos = _parse_body("SNAP stream", data[:at + len(_END)], 0)
+        except (SnapshotError, struct.error, IndexError, ProtocolError):
+            at = data.find(_STREAM_END, at + 1)
+            continue
+        if pos == at + len(_END):
+            return tree, at + len(_STREAM_END)
+        at = data.find(_STREAM_END, at + 1)
+    return None
 
 
 def _check_seal(name: str, data: bytes, pos: int) -> int:

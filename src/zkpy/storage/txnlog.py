@@ -129,6 +129,26 @@ def encode_entry(hdr: TxnHeader, txn: Record, digest: TxnDigest | None) -> bytes
     return _FRAME.pack(zlib.adler32(out), len(out)) + out + b"B"
 
 
+def encode_payload(hdr: TxnHeader, txn: Record) -> bytes:
+    """Header + txn as a PROPOSAL carries them (SerializeUtils.serializeRequest, no digest)."""
+    out = bytearray()
+    hdr.write(out)
+    txn.write(out)
+    return bytes(out)
+
+
+def decode_payload(data: bytes) -> tuple[TxnHeader, Record]:
+    """A PROPOSAL's or INFORM's header and txn (a trailing TxnDigest is read and dropped);
+    ProtocolError if it is not one."""
+    if len(data) < TXN_HEADER_SIZE:
+        raise ProtocolError(f"txn of {len(data)} bytes is shorter than a txn header")
+    try:
+        hdr, txn, _digest = _decode_payload(memoryview(data))
+    except (_Bad, *_DECODE_ERRORS) as exc:
+        raise ProtocolError(f"undecodable txn: {exc}") from exc
+    return hdr, txn
+
+
 def padded_size(position: int, file_size: int, prealloc_bytes: int) -> int:
     """FilePadding.calculateFileSizeWithPadding: the file's new size before writing at
     ``position`` (unchanged unless the position is within 4 KiB of ``file_size``)."""

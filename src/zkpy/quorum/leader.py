@@ -1,0 +1,553 @@
+"""Zab's leader as a pure state machine: discovery, synchronisation and broadcast (ZooKeeper 3.8).
+
+The shell accepts learner connections on the quorum port and numbers them (``cid``); it feeds
+``connected``/``step``/``disconnected``/``tick``, the local fsync progress (``logged``) and the
+proposals its request pipeline makes (``propose``), and after every call executes
+``ready().actions`` in order. Actions that persist (``SetAcceptedEpoch``, ``SetCurrentEpoch``)
+must be complete before any later action runs: that is how "persist, then send" holds.
+
+Phases (Leader.lead and LearnerHandler.run of 3.8):
+
+- DISCOVERY: FOLLOWERINFO / OBSERVERINFO carry each learner's accepted epoch. Once a quorum
+  of voters (me included) has reported, the new epoch is one more than the largest of them; it
+  is persisted as my acceptedEpoch, then sent to every learner in LEADERINFO (later learners get
+  it at once).
+- Epoch ack: ACKEPOCH carries each learner's current epoch and last logged zxid. A learner
+  whose (current epoch, last zxid) is ahead of mine is dropped. Once a quorum of voters (me
+  included) has acked, I persist the new epoch as my currentEpoch.
+- SYNC (per learner, as soon as both the epoch quorum and its own ACKEPOCH are in): DIFF,
+  TRUNC or SNAP (``plan_sync``), the committed txns it lacks, every outstanding proposal after
+  them, then NEWLEADER. From then on the learner gets every new proposal too.
+- The NEWLEADER ack of a quorum of voters (me included, once my currentEpoch is written)
+  establishes the epoch: ``Established`` tells the shell to start serving, and every learner
+  whose ack is in gets UPTODATE (later ones as their ack arrives).
+- BROADCAST: each proposal goes to the voters being forwarded to; it commits, in zxid order,
+  once a quorum of voters (me included, after my own fsync) has acked it; COMMIT goes to the
+  voters, INFORM (with the txn) to the observers. A learner's SYNC request is answered once
+  every proposal made before it has committed.
+
+Liveness (Leader.lead's loop): a PING goes to every synced learner each half tick; a learner
+that sent nothing for syncLimit ticks is dropped; each tick, if the voters heard from within
+syncLimit ticks (me included) are no quorum, I stop leading (``Failed``). Each wait before the
+epoch is established lasts at most initLimit ticks.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from collections import deque
+from dataclasses import dataclass, field
+
+from zkpy.ids import make_zxid, zxid_counter, zxid_epoch
+from zkpy.wire.proto import Id
+from zkpy.wire.quorum import LEARNER_PROTOCOL_VERSION, LearnerInfo, PacketType, QuorumPacket
+
+from .sync import CommittedLog, LoggedTxn, SyncKind, plan_sync
+from .verifier import QuorumMaj
+
+_INT = struct.Struct(">i")
+_REQUEST_HEAD = struct.Struct(">qii")
+_TOUCH = struct.Struct(">qi")
+_REVALIDATE = struct.Struct(">qi")
+
+
+class ZabError(Exception):
+    """A peer broke the protocol; the connection to it is dropped."""
+
+
+# ---------------------------------------------------------------- actions
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Write ``packet`` to learner ``cid``; with ``snapshot``, follow it with the tree's snapshot
+    (sessions, ACLs, nodes, end marker) and the signature, as SNAP requires."""
+
+    cid: int
+    packet: QuorumPacket
+    snapshot: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    cid: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class SetAcceptedEpoch:
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class SetCurrentEpoch:
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class Established:
+    """The epoch is established: serve clients; the next proposal is ``make_zxid(epoch, 1)``."""
+
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """The next ``count`` proposals (in zxid order) are committed: apply and answer them."""
+
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class LearnerRequest:
+    """A client request a learner forwarded; prep it as if its session were connected here."""
+
+    sid: int
+    session: int
+    cxid: int
+    type: int
+    body: bytes
+    auth: tuple[Id, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Touch:
+    """A learner saw these sessions alive (PING reply): refresh their expiry."""
+
+    touches: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Revalidate:
+    """A client moved to learner ``cid`` with ``session``: answer with ``revalidated``."""
+
+    cid: int
+    session: int
+    timeout_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """Stop leading (back to election)."""
+
+    reason: str
+
+
+Action = Send | Close | SetAcceptedEpoch | SetCurrentEpoch | Established | Commit | LearnerRequest | Touch \
+    | Revalidate | Failed
+
+
+# ---------------------------------------------------------------- state
+
+
+class Phase(enum.Enum):
+    DISCOVERY = "discovery"  # waiting for a quorum of FOLLOWERINFO
+    EPOCH_ACK = "epoch-ack"  # waiting for a quorum of ACKEPOCH
+    NEWLEADER_ACK = "newleader-ack"  # waiting for a quorum of NEWLEADER acks
+    BROADCAST = "broadcast"
+    STOPPED = "stopped"
+
+
+class LearnerPhase(enum.Enum):
+    AWAIT_INFO = "await-info"
+    AWAIT_EPOCH = "await-epoch"  # info in; LEADERINFO not yet sent
+    AWAIT_ACKEPOCH = "await-ackepoch"
+    AWAIT_SYNC = "await-sync"  # ACKEPOCH in; waiting for the epoch quorum
+    AWAIT_NEWLEADER_ACK = "await-newleader-ack"
+    AWAIT_UPTODATE = "await-uptodate"  # acked NEWLEADER; waiting for the epoch to be established
+    FORWARDING = "forwarding"
+
+
+@dataclass(slots=True)
+class LearnerHandle:
+    cid: int
+    phase: LearnerPhase = LearnerPhase.AWAIT_INFO
+    sid: int = -1
+    observer: bool = False
+    accepted_epoch: int = -1
+    last_zxid: int = -1
+    last_heard_ms: int = 0
+    deadline_ms: int = 0  # by when the next packet must arrive
+
+    @property
+    def synced_from_leader(self) -> bool:
+        """Proposals are forwarded to it (sync sent)."""
+        return self.phase in (LearnerPhase.AWAIT_NEWLEADER_ACK, LearnerPhase.AWAIT_UPTODATE, LearnerPhase.FORWARDING)
+
+
+@dataclass(slots=True)
+class Outstanding:
+    zxid: int
+    data: bytes
+    acks: set[int] = field(default_factory=set)
+
+
+class Leader:
+    """One leader term. See the module doc for the rules it follows."""
+
+    def __init__(self, sid: int, verifier: QuorumMaj, *, accepted_epoch: int, current_epoch: int,
+                 last_zxid: int, committed: CommittedLog, now_ms: int, tick_ms: int, init_limit: int,
+                 sync_limit: int, config_data: bytes = b"") -> None:
+        self.sid = sid
+        self.verifier = verifier
+        self.accepted_epoch = accepted_epoch
+        self.current_epoch = current_epoch
+        self.last_zxid = last_zxid  # the last zxid of my history (the tree's last processed)
+        self.committed = committed
+        self.now_ms = now_ms
+        self.tick_ms = tick_ms
+        self.init_limit_ms = init_limit * tick_ms
+        self.sync_limit_ms = sync_limit * tick_ms
+        self.config_data = config_data
+        self.phase = Phase.DISCOVERY
+        self.epoch = -1
+        self.learners: dict[int, LearnerHandle] = {}
+        self._connecting: dict[int, int] = {sid: accepted_epoch}  # sid -> accepted epoch
+        self._epoch_acked: set[int] = {sid}
+        self._newleader_acked: set[int] = set()
+        self._phase_deadline_ms = now_ms + self.init_limit_ms
+        self.outstanding: deque[Outstanding] = deque()
+        self.last_proposed = last_zxid
+        self.last_committed = last_zxid
+        self._pending_syncs: dict[int, list[int]] = {}  # zxid -> cids whose SYNC waits on it
+        self._next_ping_ms = now_ms
+        self._actions: list[Action] = []
+        self._maybe_decide_epoch()
+
+    # ------------------------------------------------------------ outputs
+
+    def ready(self) -> list[Action]:
+        out, self._actions = self._actions, []
+        return out
+
+    @property
+    def established(self) -> bool:
+        return self.phase is Phase.BROADCAST
+
+    def forwarding(self) -> list[LearnerHandle]:
+        return [h for h in self.learners.values() if h.synced_from_leader]
+
+    # ------------------------------------------------------------ inputs: connections
+
+    def connected(self, cid: int, now_ms: int) -> None:
+        self.now_ms = now_ms
+        self.learners[cid] = LearnerHandle(cid, last_heard_ms=now_ms, deadline_ms=now_ms + self.init_limit_ms)
+
+    def disconnected(self, cid: int) -> None:
+        h = self.learners.pop(cid, None)
+        if h is None:
+            return
+        for cids in self._pending_syncs.values():
+            while cid in cids:
+                cids.remove(cid)
+
+    def step(self, cid: int, packet: QuorumPacket, now_ms: int) -> None:
+        """A packet from learner ``cid``; a protocol violation closes that learner only."""
+        self.now_ms = now_ms
+        h = self.learners.get(cid)
+        if h is None or self.phase is Phase.STOPPED:
+            return
+        h.last_heard_ms = now_ms
+        h.deadline_ms = now_ms + (self.sync_limit_ms if h.phase is LearnerPhase.FORWARDING else self.init_limit_ms)
+        try:
+            self._step(h, packet)
+        except ZabError as exc:
+            self._drop(h, str(exc))
+
+    def _step(self, h: LearnerHandle, p: QuorumPacket) -> None:
+        t = p.type
+        if h.phase is LearnerPhase.AWAIT_INFO:
+            if t not in (PacketType.FOLLOWERINFO, PacketType.OBSERVERINFO):
+                raise ZabError(f"first packet is {_name(t)}, not FOLLOWERINFO or OBSERVERINFO")
+            self._on_info(h, p)
+        elif h.phase is LearnerPhase.AWAIT_ACKEPOCH:
+            if t != PacketType.ACKEPOCH:
+                raise ZabError(f"{_name(t)} where ACKEPOCH was due")
+            self._on_ackepoch(h, p)
+        elif h.phase is LearnerPhase.AWAIT_NEWLEADER_ACK:
+            if t != PacketType.ACK:
+                raise ZabError(f"{_name(t)} where the NEWLEADER ack was due")
+            self._on_newleader_ack(h, p)
+        elif h.phase is LearnerPhase.FORWARDING or h.phase is LearnerPhase.AWAIT_UPTODATE:
+            self._on_broadcast_packet(h, p)
+        else:
+            raise ZabError(f"{_name(t)} while {h.phase.value}")
+
+    # ------------------------------------------------------------ discovery
+
+    def _on_info(self, h: LearnerHandle, p: QuorumPacket) -> None:
+        data = p.data or b""
+        if len(data) < 8:
+            raise ZabError("FOLLOWERINFO without a LearnerInfo")
+        info = LearnerInfo.from_bytes(data) if len(data) >= 20 else LearnerInfo(
+            struct.unpack_from(">q", data)[0], _INT.unpack_from(data, 8)[0] if len(data) >= 12 else 0, 0)
+        if info.protocolVersion < LEARNER_PROTOCOL_VERSION:
+            raise ZabError(f"learner protocol 0x{info.protocolVersion:x} predates Zab 1.0")
+        for other in list(self.learners.values()):
+            if other is not h and other.sid == info.serverid:
+                self._drop(other, f"sid {info.serverid} connected again")
+        h.sid = info.serverid
+        h.observer = p.type == PacketType.OBSERVERINFO or not self.verifier.is_voter(h.sid)
+        h.accepted_epoch = zxid_epoch(p.zxid)
+        h.phase = LearnerPhase.AWAIT_EPOCH
+        if self.phase is Phase.DISCOVERY:
+            if not h.observer:
+                self._connecting[h.sid] = max(self._connecting.get(h.sid, -1), h.accepted_epoch)
+            self._maybe_decide_epoch()
+        else:
+            self._send_leaderinfo(h)
+
+    def _maybe_decide_epoch(self) -> None:
+        if self.phase is not Phase.DISCOVERY or not self.verifier.contains_quorum(self._connecting):
+            return
+        self.epoch = max(self._connecting.values()) + 1
+        self.phase = Phase.EPOCH_ACK
+        self._phase_deadline_ms = self.now_ms + self.init_limit_ms
+        self.accepted_epoch = self.epoch
+        self._actions.append(SetAcceptedEpoch(self.epoch))
+        for h in self.learners.values():
+            if h.phase is LearnerPhase.AWAIT_EPOCH:
+                self._send_leaderinfo(h)
+        self._maybe_epoch_quorum()
+
+    def _send_leaderinfo(self, h: LearnerHandle) -> None:
+        h.phase = LearnerPhase.AWAIT_ACKEPOCH
+        self._send(h, PacketType.LEADERINFO, make_zxid(self.epoch, 0), _INT.pack(LEARNER_PROTOCOL_VERSION))
+
+    def _on_ackepoch(self, h: LearnerHandle, p: QuorumPacket) -> None:
+        data = p.data or b""
+        if len(data) < 4:
+            raise ZabError("ACKEPOCH without an epoch")
+        (current,) = _INT.unpack_from(data, 0)
+        h.last_zxid = p.zxid
+        if current != -1:
+            if (current, p.zxid) > (self.current_epoch, self.last_zxid):
+                raise ZabError(f"learner {h.sid} is ahead of the leader: epoch {current}, zxid 0x{p.zxid:x} "
+                               f"against {self.current_epoch}, 0x{self.last_zxid:x}")
+            if p.zxid != -1 and not h.observer:
+                self._epoch_acked.add(h.sid)
+        h.phase = LearnerPhase.AWAIT_SYNC
+        if self.phase is Phase.EPOCH_ACK:
+            self._maybe_epoch_quorum()
+        elif self.phase in (Phase.NEWLEADER_ACK, Phase.BROADCAST):
+            self._sync(h)
+
+    def _maybe_epoch_quorum(self) -> None:
+        if self.phase is not Phase.EPOCH_ACK or not self.verifier.contains_quorum(self._epoch_acked):
+            return
+        self.phase = Phase.NEWLEADER_ACK
+        self._phase_deadline_ms = self.now_ms + self.init_limit_ms
+        self.current_epoch = self.epoch
+        self._actions.append(SetCurrentEpoch(self.epoch))
+        for h in list(self.learners.values()):
+            if h.phase is LearnerPhase.AWAIT_SYNC:
+                self._sync(h)
+        self._add_newleader_ack(self.sid)
+
+    # ------------------------------------------------------------ synchronisation
+
+    def _sync(self, h: LearnerHandle) -> None:
+        plan = plan_sync(h.last_zxid, self.committed, self.last_committed)
+        if plan.kind is SyncKind.SNAP:
+            self._actions.append(Send(h.cid, QuorumPacket(PacketType.SNAP, plan.zxid, None, None), snapshot=True))
+        else:
+            op = PacketType.DIFF if plan.kind is SyncKind.DIFF else PacketType.TRUNC
+            self._send(h, op, plan.zxid)
+        for txn in plan.txns:
+            self._send(h, PacketType.PROPOSAL, txn.zxid, txn.data)
+            self._send(h, PacketType.COMMIT, txn.zxid)
+        after = plan.forward_from
+        if not h.observer:
+            for o in self.outstanding:
+                if o.zxid > after:
+                    self._send(h, PacketType.PROPOSAL, o.zxid, o.data)
+        h.phase = LearnerPhase.AWAIT_NEWLEADER_ACK
+        self._send(h, PacketType.NEWLEADER, make_zxid(self.epoch, 0), self.config_data or None)
+
+    def _on_newleader_ack(self, h: LearnerHandle, p: QuorumPacket) -> None:
+        if p.zxid != make_zxid(self.epoch, 0):
+            raise ZabError(f"NEWLEADER ack for 0x{p.zxid:x}, expected 0x{make_zxid(self.epoch, 0):x}")
+        h.phase = LearnerPhase.AWAIT_UPTODATE
+        h.deadline_ms = self.now_ms + self.sync_limit_ms
+        if self.phase is Phase.BROADCAST:
+            self._uptodate(h)
+        elif not h.observer:
+            self._add_newleader_ack(h.sid)
+
+    def _add_newleader_ack(self, sid: int) -> None:
+        self._newleader_acked.add(sid)
+        if self.phase is not Phase.NEWLEADER_ACK or self.sid not in self._newleader_acked:
+            return
+        if not self.verifier.contains_quorum(self._newleader_acked):
+            return
+        self.phase = Phase.BROADCAST
+        self.last_proposed = self.last_committed = make_zxid(self.epoch, 0)
+        self._actions.append(Established(self.epoch))
+        self._next_ping_ms = self.now_ms
+        for h in list(self.learners.values()):
+            if h.phase is LearnerPhase.AWAIT_UPTODATE:
+                self._uptodate(h)
+
+    def _uptodate(self, h: LearnerHandle) -> None:
+        h.phase = LearnerPhase.FORWARDING
+        h.deadline_ms = self.now_ms + self.sync_limit_ms
+        self._send(h, PacketType.UPTODATE, -1)
+
+    # ------------------------------------------------------------ broadcast
+
+    def propose(self, zxid: int, data: bytes) -> None:
+        """The pipeline made a txn (``data``: serialized header + txn); send it to the voters."""
+        if self.phase is not Phase.BROADCAST:
+            raise ZabError("propose before the epoch is established")
+        if zxid <= self.last_proposed:
+            raise ZabError(f"proposal 0x{zxid:x} after 0x{self.last_proposed:x}")
+        self.last_proposed = zxid
+        self.outstanding.append(Outstanding(zxid, data))
+        for h in self.learners.values():
+            if h.synced_from_leader and not h.observer:
+                self._send(h, PacketType.PROPOSAL, zxid, data)
+
+    def logged(self, zxid: int) -> None:
+        """My own log holds every proposal up to ``zxid`` (fsynced): my ack."""
+        self._ack(self.sid, zxid, upto=True)
+
+    def _on_broadcast_packet(self, h: LearnerHandle, p: QuorumPacket) -> None:
+        t = p.type
+        if t == PacketType.ACK:
+            if not h.observer:
+                self._ack(h.sid, p.zxid)
+        elif t == PacketType.PING:
+            data = p.data or b""
+            touches = tuple(_TOUCH.unpack_from(data, i) for i in range(0, len(data) - len(data) % 12, 12))
+            if touches:
+                self._actions.append(Touch(touches))
+        elif t == PacketType.REQUEST:
+            data = p.data or b""
+            if len(data) < _REQUEST_HEAD.size:
+                raise ZabError(f"REQUEST of {len(data)} bytes")
+            session, cxid, rtype = _REQUEST_HEAD.unpack_from(data, 0)
+            if rtype == 9:  # OpCode.sync: answered with SYNC once what was proposed before it commits
+                self._on_sync(h)
+            self._actions.append(LearnerRequest(h.sid, session, cxid, rtype, bytes(data[_REQUEST_HEAD.size:]),
+                                                tuple(p.authinfo or ())))
+        elif t == PacketType.REVALIDATE:
+            data = p.data or b""
+            if len(data) < _REVALIDATE.size:
+                raise ZabError(f"REVALIDATE of {len(data)} bytes")
+            session, timeout = _REVALIDATE.unpack_from(data, 0)
+            self._actions.append(Revalidate(h.cid, session, timeout))
+        else:
+            raise ZabError(f"unexpected {_name(t)} from learner {h.sid}")
+
+    def revalidated(self, cid: int, session: int, valid: bool) -> None:
+        h = self.learners.get(cid)
+        if h is not None:
+            self._send(h, PacketType.REVALIDATE, -1, struct.pack(">q?", session, valid))
+
+    def _on_sync(self, h: LearnerHandle) -> None:
+        if not self.outstanding:
+            self._send(h, PacketType.SYNC, 0)
+        else:
+            self._pending_syncs.setdefault(self.last_proposed, []).append(h.cid)
+
+    def _ack(self, sid: int, zxid: int, upto: bool = False) -> None:
+        if self.phase is not Phase.BROADCAST or zxid_counter(zxid) == 0:
+            return
+        for o in self.outstanding:
+            if o.zxid > zxid:
+                break
+            if upto or o.zxid == zxid:
+                o.acks.add(sid)
+        self._try_commit()
+
+    def _try_commit(self) -> None:
+        count = 0
+        while self.outstanding and self.verifier.contains_quorum(self.outstanding[0].acks) \
+                and self.sid in self.outstanding[0].acks:
+            o = self.outstanding.popleft()
+            self.last_committed = o.zxid
+            self.committed.add(LoggedTxn(o.zxid, o.data))
+            count += 1
+            for h in self.learners.values():
+                if h.phase is LearnerPhase.FORWARDING or h.phase is LearnerPhase.AWAIT_UPTODATE \
+                        or h.phase is LearnerPhase.AWAIT_NEWLEADER_ACK:
+                    if h.observer:
+                        self._send(h, PacketType.INFORM, o.zxid, o.data)
+                    else:
+                        self._send(h, PacketType.COMMIT, o.zxid)
+            for cid in self._pending_syncs.pop(o.zxid, ()):
+                h2 = self.learners.get(cid)
+                if h2 is not None:
+                    self._send(h2, PacketType.SYNC, 0)
+            # the Commit action for this txn must precede any SNAP a later action serializes
+            self._actions.append(Commit(1))
+        if count:
+            self._merge_commits()
+
+    def _merge_commits(self) -> None:
+        """Fold runs of Commit(1) with nothing in between into one Commit(n)."""
+        merged: list[Action] = []
+        for a in self._actions:
+            if isinstance(a, Commit) and merged and isinstance(merged[-1], Commit):
+                merged[-1] = Commit(merged[-1].count + a.count)
+            else:
+                merged.append(a)
+        self._actions = merged
+
+    # ------------------------------------------------------------ time
+
+    def tick(self, now_ms: int) -> None:
+        self.now_ms = now_ms
+        if self.phase is Phase.STOPPED:
+            return
+        if self.phase is not Phase.BROADCAST:
+            if now_ms >= self._phase_deadline_ms:
+                self._fail(f"timeout waiting for a quorum in {self.phase.value} "
+                           f"(initLimit is {self.init_limit_ms} ms)")
+            for h in list(self.learners.values()):
+                if now_ms >= h.deadline_ms:
+                    self._drop(h, "no packet within initLimit")
+            return
+        for h in list(self.learners.values()):
+            if now_ms >= h.deadline_ms:
+                self._drop(h, f"no packet within {'syncLimit' if h.phase is LearnerPhase.FORWARDING else 'initLimit'}")
+        synced = {self.sid} | {h.sid for h in self.learners.values()
+                               if h.phase is LearnerPhase.FORWARDING and not h.observer}
+        if not self.verifier.contains_quorum(synced):
+            self._fail(f"not sufficient followers synced, only synced with sids: {sorted(synced)}")
+            return
+        if now_ms >= self._next_ping_ms:
+            self._next_ping_ms = now_ms + max(1, self.tick_ms // 2)
+            for h in self.learners.values():
+                if h.synced_from_leader:
+                    self._send(h, PacketType.PING, self.last_proposed)
+
+    def stop(self, reason: str) -> None:
+        self._fail(reason)
+
+    # ------------------------------------------------------------ helpers
+
+    def _fail(self, reason: str) -> None:
+        if self.phase is Phase.STOPPED:
+            return
+        self.phase = Phase.STOPPED
+        for h in list(self.learners.values()):
+            self._actions.append(Close(h.cid, "leader stopping"))
+        self.learners.clear()
+        self._actions.append(Failed(reason))
+
+    def _drop(self, h: LearnerHandle, reason: str) -> None:
+        self.disconnected(h.cid)
+        self._actions.append(Close(h.cid, reason))
+
+    def _send(self, h: LearnerHandle, type_: int, zxid: int, data: bytes | None = None) -> None:
+        self._actions.append(Send(h.cid, QuorumPacket(type_, zxid, data, None)))
+
+
+def _name(t: int) -> str:
+    try:
+        return PacketType(t).name
+    except ValueError:
+        return f"packet type {t}"
+

@@ -1,0 +1,665 @@
+"""The shell of an ensemble member (QuorumPeer): election, then one term as leader or learner,
+over and over, until stopped.
+
+Each term starts from disk: the data dir is recovered (snapshot + every logged txn, committed
+or not, as ZooKeeper's fastForwardDataBase does), the epochs are loaded, and the election runs
+with the last logged zxid. The Zab cores (``zkpy.quorum.leader`` / ``learner``) decide; this
+module moves their packets over the quorum port, runs their persistence actions in order, and
+plugs the request pipeline (``ServerCore``) in once the term serves. When a term ends every
+client connection is closed (clients move to another server with their session) and nothing of
+the term's memory survives into the next.
+
+Invariants kept here: an action that persists (an epoch file, a truncation, a snapshot) is
+complete before the next action runs; a learner's ACK of a proposal leaves only after the fsync
+that covers it (the core emits it only once ``logged`` says so); the leader counts its own ack
+only after its own fsync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import itertools
+import logging
+import struct
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from zkpy.config import LearnerType, ServerConfig
+from zkpy.ids import make_zxid
+from zkpy.quorum import leader as zl
+from zkpy.quorum import learner as zf
+from zkpy.quorum.sync import CommittedLog, LoggedTxn
+from zkpy.quorum.verifier import QuorumMaj, config_string
+from zkpy.runtime.election_net import ElectionService
+from zkpy.runtime.osdisk import OsDisk
+from zkpy.runtime.persistence import Persistence
+from zkpy.runtime.server import ClientProtocol, DiskFailure
+from zkpy.server.core import LEADER, LEARNER, ServerCore
+from zkpy.storage.disk import FaultPlan
+from zkpy.storage.epochs import ACCEPTED_EPOCH, CURRENT_EPOCH, load_epochs, write_epoch
+from zkpy.storage.files import DataDirs
+from zkpy.storage.recovery import Recovered, recover
+from zkpy.storage.snapshot import parse_snapshot_stream, snapshot_stream
+from zkpy.storage.truncate import truncate_to
+from zkpy.storage.txnlog import decode_payload, encode_payload
+from zkpy.tree.datatree import DataTree
+from zkpy.wire.quorum import PacketType, QuorumPacket, read_quorum_packet
+from zkpy.wire.txn import TxnHeader
+
+log = logging.getLogger("zkpy.quorum")
+
+_TOUCH = struct.Struct(">qi")
+LEARNER_CONNECT_TRIES = 5  # Learner.connectToLeader
+LEARNER_CONNECT_DELAY_S = 1.0  # leaderConnectDelayDuringRetryMs default
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class TermEnded(Exception):
+    """The current term is over (the reason says why); the peer goes back to election."""
+
+
+class QuorumPeer:
+    """An ensemble member: client port always open, serving only while a term is established."""
+
+    def __init__(self, config: ServerConfig, faults: FaultPlan | None = None) -> None:
+        assert config.quorum is not None and config.quorum.my_id is not None
+        self.config = config
+        self.quorum = config.quorum
+        self.sid = int(self.quorum.my_id)  # type: ignore[arg-type]
+        me = self.quorum.me
+        self.observer = me is not None and me.role is LearnerType.OBSERVER
+        self.verifier = QuorumMaj.of([s.sid for s in self.quorum.participants],
+                                     [s.sid for s in self.quorum.observers])
+        self.disk = OsDisk(faults, config.force_sync)
+        self.dirs = DataDirs.of(config.data_dir, config.data_log_dir)
+        # what ClientProtocol and the four-letter words read
+        self.core: ServerCore | None = None
+        self.mode = "looking"
+        self.persistence: Persistence | None = None
+        self.protocols: dict[int, ClientProtocol] = {}
+        self.per_ip: dict[str, int] = {}
+        self.conn_ids = itertools.count(1)
+        self.listen_backlog = 1024
+        self.trace_mask = 306
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.failure: BaseException | None = None
+        self.stopped = asyncio.Event()
+        self.election: ElectionService | None = None
+        self.term: LeaderTerm | LearnerTerm | None = None
+        self._server: asyncio.base_events.Server | None = None
+        self._flush_scheduled = False
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        return int(self._server.sockets[0].getsockname()[1])
+
+    # ---- what ClientProtocol calls ----
+
+    def schedule_flush(self) -> None:
+        if not self._flush_scheduled and self.loop is not None:
+            self._flush_scheduled = True
+            self.loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        self._flush_scheduled = False
+        if self.term is not None:
+            self.term.flush()
+
+    def write_clients(self) -> None:
+        core = self.core
+        if core is None:
+            return
+        for conn in core.take_dirty():
+            proto = self.protocols.get(conn.conn_id)
+            if proto is not None:
+                proto.flush()
+
+    def close_clients(self) -> None:
+        for proto in list(self.protocols.values()):
+            if proto.transport is not None:
+                proto.transport.close()
+        self.core = None
+
+    # ---- life cycle ----
+
+    async def run(self, stop: asyncio.Event) -> None:
+        self.loop = asyncio.get_running_loop()
+        recovered = self._recover()
+        epochs = load_epochs(self.disk, self.dirs.snap_dir, recovered.tree.last_processed_zxid, log.info)
+        self.election = ElectionService(self.config, last_zxid=recovered.tree.last_processed_zxid,
+                                        current_epoch=epochs.current)
+        await self.election.start()
+        self._server = await self.loop.create_server(
+            lambda: ClientProtocol(self), self.config.client_port_address, self.config.client_port,
+            reuse_address=True, backlog=self.listen_backlog)
+        log.info("server %d: client port %s:%d", self.sid, self.config.client_port_address, self.port)
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            while not stop.is_set() and self.failure is None:
+                await self._one_term(recovered, stopping)
+                if stop.is_set() or self.failure is not None:
+                    break
+                recovered = self._recover()
+        finally:
+            stopping.cancel()
+            self.close_clients()
+            if self.election is not None:
+                await self.election.close()
+            if self._server is not None:
+                self._server.close()
+                await self._server.wait_closed()
+            log.info("server %d shut down", self.sid)
+        if self.failure is not None:
+            raise DiskFailure(str(self.failure)) from self.failure
+
+    def _recover(self) -> Recovered:
+        for directory in (self.dirs.snap_dir, self.dirs.log_dir):
+            self.disk.makedirs(directory)
+        gc.disable()
+        try:
+            recovered = recover(self.disk, self.dirs, log.info)
+        finally:
+            gc.enable()
+        if recovered.fresh:
+            p = Persistence(self.config, self.disk, self.dirs)
+            p.write_initial_snapshot(recovered.tree)
+            p.close()
+        return recovered
+
+    async def _one_term(self, recovered: Recovered, stopping: asyncio.Future[Any]) -> None:
+        assert self.election is not None
+        tree = recovered.tree
+        epochs = load_epochs(self.disk, self.dirs.snap_dir, tree.last_processed_zxid, log.info)
+        self.mode = "looking"
+        electing = asyncio.ensure_future(self.election.elect(tree.last_processed_zxid, epochs.current))
+        await asyncio.wait([electing, stopping], return_when=asyncio.FIRST_COMPLETED)
+        if not electing.done():
+            electing.cancel()
+            return
+        decision = electing.result()
+        log.info("server %d: election decided: leader %d, I am %s", self.sid, decision.leader, decision.state.name)
+        term: LeaderTerm | LearnerTerm
+        if decision.leader == self.sid:
+            term = LeaderTerm(self, recovered, epochs.accepted, epochs.current)
+        else:
+            term = LearnerTerm(self, recovered, decision.leader, epochs.accepted, epochs.current)
+        self.term = term
+        running = asyncio.ensure_future(term.run())
+        try:
+            await asyncio.wait([running, stopping], return_when=asyncio.FIRST_COMPLETED)
+            if running.done():
+                log.warning("server %d: %s term ended: %s", self.sid, term.role, running.result())
+            else:
+                running.cancel()
+                try:
+                    await running
+                except (asyncio.CancelledError, TermEnded):
+                    pass
+        finally:
+            term.close()
+            self.term = None
+            self.close_clients()
+            self.mode = "looking"
+
+    def disk_failed(self, exc: BaseException) -> None:
+        """Fail-stop, as standalone: nothing unlogged is ever acknowledged."""
+        self.failure = exc
+        log.critical("cannot write the txn log (%s): stopping", exc)
+        for proto in list(self.protocols.values()):
+            if proto.transport is not None:
+                proto.transport.abort()
+        if self.term is not None:
+            self.term.end("disk failure")
+
+    def write_epoch(self, name: str, value: int) -> None:
+        write_epoch(self.disk, self.dirs.snap_dir, name, value)
+
+
+# ---------------------------------------------------------------- packet streams
+
+
+class PacketStream:
+    """Incremental QuorumPacket reader for one quorum connection (records back to back)."""
+
+    def __init__(self, max_buffer: int) -> None:
+        self.buf = bytearray()
+        self.pos = 0
+        self.max_buffer = max_buffer
+
+    def feed(self, data: bytes) -> None:
+        if self.pos > 65536 and self.pos * 2 > len(self.buf):
+            del self.buf[:self.pos]
+            self.pos = 0
+        self.buf += data
+
+    def next(self) -> QuorumPacket | None:
+        got = read_quorum_packet(self.buf, self.pos, self.max_buffer)
+        if got is None:
+            return None
+        packet, self.pos = got
+        return packet
+
+    def take_rest(self) -> bytes:
+        rest = bytes(self.buf[self.pos:])
+        self.buf = bytearray()
+        self.pos = 0
+        return rest
+
+
+# ---------------------------------------------------------------- leader
+
+
+class LearnerLink(asyncio.Protocol):
+    """One learner's connection to my quorum port."""
+
+    def __init__(self, term: LeaderTerm) -> None:
+        self.term = term
+        self.cid = next(term.cids)
+        self.stream = PacketStream(term.peer.config.max_buffer)
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.term.links[self.cid] = self
+        self.term.zab.connected(self.cid, _now_ms())
+        log.info("learner connection %d from %s", self.cid, transport.get_extra_info("peername"))
+
+    def data_received(self, data: bytes) -> None:
+        self.stream.feed(data)
+        term = self.term
+        try:
+            while (packet := self.stream.next()) is not None:
+                term.zab.step(self.cid, packet, _now_ms())
+                term.run_actions()
+        except Exception as exc:  # a malformed stream: drop this learner only
+            log.warning("learner connection %d: %s", self.cid, exc)
+            term.zab.disconnected(self.cid)
+            if self.transport is not None:
+                self.transport.abort()
+            return
+        term.peer.schedule_flush()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.term.links.pop(self.cid, None)
+        self.term.zab.disconnected(self.cid)
+        log.info("learner connection %d closed", self.cid)
+
+    def send(self, data: bytes) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(data)
+
+
+class LeaderTerm:
+    role = "leader"
+
+    def __init__(self, peer: QuorumPeer, recovered: Recovered, accepted: int, current: int) -> None:
+        self.peer = peer
+        self.tree: DataTree = recovered.tree
+        cfg = peer.config
+        q = peer.quorum
+        committed = CommittedLog(LoggedTxn(h.zxid, encode_payload(h, t)) for h, t in recovered.replayed_tail)
+        self.zab = zl.Leader(peer.sid, peer.verifier, accepted_epoch=accepted, current_epoch=current,
+                             last_zxid=self.tree.last_processed_zxid, committed=committed, now_ms=_now_ms(),
+                             tick_ms=cfg.tick_ms, init_limit=q.init_limit_ticks, sync_limit=q.sync_limit_ticks,
+                             config_data=config_string(q).encode("utf-8"))
+        self.links: dict[int, LearnerLink] = {}
+        self.cids = itertools.count(1)
+        self.persistence = Persistence(cfg, peer.disk, peer.dirs)
+        self.logging: deque[int] = deque()  # zxids handed to the fsync worker, oldest first
+        self.handed = 0
+        self.ended: asyncio.Future[str] | None = None
+        self._server: asyncio.base_events.Server | None = None
+        self._ticker: asyncio.TimerHandle | None = None
+
+    async def run(self) -> str:
+        peer = self.peer
+        loop = asyncio.get_running_loop()
+        self.ended = loop.create_future()
+        me = peer.quorum.me
+        assert me is not None
+        host = "0.0.0.0" if peer.quorum.quorum_listen_on_all_ips else me.host
+        self.persistence.start(loop, self._durable, peer.disk_failed)
+        peer.persistence = self.persistence
+        self._server = await loop.create_server(lambda: LearnerLink(self), host, me.peer_port, reuse_address=True)
+        log.info("server %d LEADING: quorum port %s:%d", peer.sid, host, me.peer_port)
+        self.run_actions()
+        self._tick()
+        return await self.ended
+
+    def end(self, reason: str) -> None:
+        if self.ended is not None and not self.ended.done():
+            self.ended.set_result(reason)
+
+    def close(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+        self.zab.stop("term closed")
+        for link in list(self.links.values()):
+            if link.transport is not None:
+                link.transport.abort()
+        if self._server is not None:
+            self._server.close()
+        self.persistence.close()
+        if self.peer.persistence is self.persistence:
+            self.peer.persistence = None
+
+    def _tick(self) -> None:
+        now = _now_ms()
+        self.zab.tick(now)
+        core = self.peer.core
+        if core is not None:
+            core.set_time(now, _wall_ms())
+            core.tick()
+        self.flush()
+        loop = asyncio.get_running_loop()
+        self._ticker = loop.call_later(max(10, min(100, self.peer.config.tick_ms // 4)) / 1000, self._tick)
+
+    def _durable(self, count: int) -> None:
+        last = -1
+        for _ in range(count):
+            last = self.logging.popleft()
+        if last >= 0:
+            self.zab.logged(last)
+            self.run_actions()
+            self.peer.write_clients()
+
+    def flush(self) -> None:
+        """New proposals to the log and the voters, then the cores' actions, then client output."""
+        core = self.peer.core
+        if core is not None and len(core.proposals) > self.handed:
+            new = core.proposals[self.handed:]
+            self.handed = len(core.proposals)
+            self.persistence.log_txns([(p.hdr, p.txn) for p in new], core.tree)
+            for p in new:
+                self.logging.append(p.hdr.zxid)
+                self.zab.propose(p.hdr.zxid, encode_payload(p.hdr, p.txn))
+        self.run_actions()
+        self.peer.write_clients()
+
+    def run_actions(self) -> None:
+        peer = self.peer
+        while actions := self.zab.ready():
+            for a in actions:
+                if isinstance(a, zl.Send):
+                    link = self.links.get(a.cid)
+                    if link is not None:
+                        data = a.packet.to_bytes()
+                        if a.snapshot:
+                            data += snapshot_stream(self.tree)
+                        link.send(data)
+                elif isinstance(a, zl.Commit):
+                    core = peer.core
+                    assert core is not None
+                    core.set_time(_now_ms(), _wall_ms())
+                    core.apply_persisted(a.count)
+                    self.handed -= a.count
+                elif isinstance(a, zl.LearnerRequest):
+                    if peer.core is not None:
+                        peer.core.set_time(_now_ms(), _wall_ms())
+                        peer.core.learner_request(a.session, a.cxid, a.type, a.body, a.auth)
+                        peer.schedule_flush()
+                elif isinstance(a, zl.Touch):
+                    if peer.core is not None:
+                        peer.core.touch(a.touches)
+                elif isinstance(a, zl.Revalidate):
+                    valid = peer.core.revalidate(a.session, a.timeout_ms) if peer.core is not None else False
+                    self.zab.revalidated(a.cid, a.session, valid)
+                elif isinstance(a, zl.Close):
+                    link = self.links.pop(a.cid, None)
+                    log.info("dropping learner connection %d: %s", a.cid, a.reason)
+                    if link is not None and link.transport is not None:
+                        link.transport.close()
+                elif isinstance(a, zl.SetAcceptedEpoch):
+                    peer.write_epoch(ACCEPTED_EPOCH, a.epoch)
+                elif isinstance(a, zl.SetCurrentEpoch):
+                    peer.write_epoch(CURRENT_EPOCH, a.epoch)
+                elif isinstance(a, zl.Established):
+                    self._establish(a.epoch)
+                elif isinstance(a, zl.Failed):
+                    self.end(a.reason)
+
+    def _establish(self, epoch: int) -> None:
+        peer = self.peer
+        log.info("server %d: epoch %d established with a quorum: serving as leader", peer.sid, epoch)
+        self.tree.last_processed_zxid = make_zxid(epoch, 0)  # as ZooKeeper's startZkServer sets it
+        peer.core = ServerCore(peer.config, _now_ms(), _wall_ms(), log=log.info, tree=self.tree, role=LEADER,
+                               next_zxid=make_zxid(epoch, 1))
+        peer.mode = "leader"
+        assert peer.election is not None
+        peer.election.update_peer_epoch(epoch)
+
+
+# ---------------------------------------------------------------- learner
+
+
+class LearnerTerm:
+    def __init__(self, peer: QuorumPeer, recovered: Recovered, leader_sid: int, accepted: int, current: int) -> None:
+        self.peer = peer
+        self.role = "observer" if peer.observer else "follower"
+        self.leader_sid = leader_sid
+        self.tree: DataTree = recovered.tree
+        cfg = peer.config
+        q = peer.quorum
+        self.zab = zf.Learner(peer.sid, observer=peer.observer, accepted_epoch=accepted, current_epoch=current,
+                              last_logged_zxid=self.tree.last_processed_zxid, now_ms=_now_ms(),
+                              tick_ms=cfg.tick_ms, init_limit=q.init_limit_ticks, sync_limit=q.sync_limit_ticks)
+        self.persistence = Persistence(cfg, peer.disk, peer.dirs)
+        self.logging: deque[int] = deque()
+        self.ended: asyncio.Future[str] | None = None
+        self.writer: asyncio.StreamWriter | None = None
+        self._reader_task: asyncio.Task[None] | None = None
+        self._ticker: asyncio.TimerHandle | None = None
+        self._to_log: list[tuple[TxnHeader, Any]] = []
+
+    async def run(self) -> str:
+        peer = self.peer
+        loop = asyncio.get_running_loop()
+        self.ended = loop.create_future()
+        leader = peer.quorum.server(self.leader_sid)
+        if leader is None:
+            return f"leader {self.leader_sid} is not in the configuration"
+        reader = await self._connect(leader.host, leader.peer_port)
+        if reader is None:
+            return f"could not connect to leader {self.leader_sid} at {leader.host}:{leader.peer_port}"
+        self.persistence.start(loop, self._durable, peer.disk_failed)
+        peer.persistence = self.persistence
+        self.zab.start()
+        self.run_actions()
+        self._reader_task = asyncio.ensure_future(self._read(reader))
+        self._tick()
+        return await self.ended
+
+    async def _connect(self, host: str, port: int) -> asyncio.StreamReader | None:
+        deadline = time.monotonic() + self.peer.config.tick_ms * self.peer.quorum.init_limit_ticks / 1000
+        for attempt in range(LEARNER_CONNECT_TRIES):
+            try:
+                timeout = max(0.1, deadline - time.monotonic())
+                reader, self.writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+                log.info("server %d: connected to leader %d at %s:%d", self.peer.sid, self.leader_sid, host, port)
+                return reader
+            except (TimeoutError, OSError) as exc:
+                log.warning("server %d: cannot connect to leader %d at %s:%d (try %d): %s", self.peer.sid,
+                            self.leader_sid, host, port, attempt + 1, exc)
+                if time.monotonic() + LEARNER_CONNECT_DELAY_S >= deadline:
+                    break
+                await asyncio.sleep(LEARNER_CONNECT_DELAY_S)
+        return None
+
+    async def _read(self, reader: asyncio.StreamReader) -> None:
+        stream = PacketStream(self.peer.config.max_buffer)
+        try:
+            while True:
+                data = await reader.read(1 << 16)
+                if not data:
+                    self.end("the leader closed the connection")
+                    return
+                stream.feed(data)
+                while (packet := stream.next()) is not None:
+                    if packet.type == PacketType.SNAP:
+                        await self._receive_snapshot(packet, stream, reader)
+                    self.zab.step(packet, _now_ms())
+                    self.run_actions()
+                self.peer.write_clients()
+                if self.peer.core is not None:
+                    self.flush()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a malformed stream or a failed action: this term is over
+            log.exception("server %d: following leader %d failed", self.peer.sid, self.leader_sid)
+            self.end(f"error while following: {exc}")
+
+    async def _receive_snapshot(self, packet: QuorumPacket, stream: PacketStream,
+                                reader: asyncio.StreamReader) -> None:
+        buf = stream.take_rest()
+        searched = 0
+        t0 = time.monotonic()
+        while (got := parse_snapshot_stream(buf, searched)) is None:
+            searched = len(buf)
+            data = await reader.read(1 << 20)
+            if not data:
+                raise TermEnded("the leader closed the connection during SNAP")
+            buf += data
+        tree, used = got
+        tree.last_processed_zxid = packet.zxid
+        self.tree = tree
+        stream.feed(buf[used:])
+        log.info("server %d: snapshot 0x%x from the leader: %d znodes, %d bytes in %.2fs", self.peer.sid,
+                 packet.zxid, tree.node_count(), used, time.monotonic() - t0)
+
+    def end(self, reason: str) -> None:
+        if self.ended is not None and not self.ended.done():
+            self.ended.set_result(reason)
+
+    def close(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+        if self._reader_task is not None:
+            self._reader_task.cancel()
+        if self.writer is not None:
+            self.writer.close()
+        self.persistence.close()
+        if self.peer.persistence is self.persistence:
+            self.peer.persistence = None
+
+    def _tick(self) -> None:
+        now = _now_ms()
+        self.zab.tick(now)
+        self.run_actions()
+        loop = asyncio.get_running_loop()
+        self._ticker = loop.call_later(max(10, min(100, self.peer.config.tick_ms // 4)) / 1000, self._tick)
+
+    def _durable(self, count: int) -> None:
+        last = -1
+        for _ in range(count):
+            last = self.logging.popleft()
+        if last >= 0:
+            self.zab.logged(last)
+            self.run_actions()
+            self.peer.write_clients()
+
+    def flush(self) -> None:
+        core = self.peer.core
+        if core is not None:
+            for f in core.forward:
+                self.zab.request(f.session, f.cxid, f.op, f.body, f.auth)
+            core.forward.clear()
+            for session, timeout in core.revalidations:
+                self.zab.revalidate(session, timeout)
+            core.revalidations.clear()
+        self.run_actions()
+        self.peer.write_clients()
+
+    def _send(self, packet: QuorumPacket) -> None:
+        if self.writer is not None and not self.writer.is_closing():
+            self.writer.write(packet.to_bytes())
+
+    def _log_pending(self) -> None:
+        if self._to_log:
+            self.persistence.log_txns(self._to_log, self.tree)
+            self._to_log = []
+
+    def run_actions(self) -> None:
+        peer = self.peer
+        while actions := self.zab.ready():
+            for a in actions:
+                if not isinstance(a, zf.Log):
+                    self._log_pending()
+                if isinstance(a, zf.Send):
+                    self._send(a.packet)
+                elif isinstance(a, zf.Log):
+                    hdr, txn = decode_payload(a.data)
+                    self.logging.append(a.zxid)
+                    self._to_log.append((hdr, txn))
+                elif isinstance(a, zf.Apply):
+                    hdr, txn = decode_payload(a.data)
+                    if peer.core is not None:
+                        peer.core.set_time(_now_ms(), _wall_ms())
+                        peer.core.apply_committed(hdr, txn)
+                    else:
+                        self.tree.apply(hdr, txn)
+                        self.tree.events.clear()
+                elif isinstance(a, zf.PingReply):
+                    touches = peer.core.take_touches() if peer.core is not None else []
+                    data = b"".join(_TOUCH.pack(s, t) for s, t in touches)
+                    self._send(QuorumPacket(PacketType.PING, a.zxid, data, None))
+                elif isinstance(a, zf.Revalidated):
+                    if peer.core is not None:
+                        peer.core.revalidated(a.session, a.valid)
+                elif isinstance(a, zf.SyncDone):
+                    if peer.core is not None:
+                        peer.core.sync_done()
+                elif isinstance(a, zf.SetAcceptedEpoch):
+                    peer.write_epoch(ACCEPTED_EPOCH, a.epoch)
+                elif isinstance(a, zf.SetCurrentEpoch):
+                    peer.write_epoch(CURRENT_EPOCH, a.epoch)
+                elif isinstance(a, zf.Truncate):
+                    self._truncate(a.zxid)
+                elif isinstance(a, zf.TakeSnapshot):
+                    self.persistence.write_initial_snapshot(self.tree)
+                elif isinstance(a, zf.Serve):
+                    self._serve(a.epoch)
+                elif isinstance(a, zf.Failed):
+                    self.end(a.reason)
+            self._log_pending()
+
+    def _truncate(self, zxid: int) -> None:
+        """TRUNC: cut my log after ``zxid`` and reload (ZOOKEEPER-1154: the uncommitted txns must
+        leave the tree too, not only the log)."""
+        peer = self.peer
+        log.warning("server %d: truncating my log to 0x%x for leader %d", peer.sid, zxid, self.leader_sid)
+        self.persistence.close()
+        truncate_to(peer.disk, peer.dirs, zxid, log.info)
+        self.tree = recover(peer.disk, peer.dirs, log.info).tree
+        loop = asyncio.get_running_loop()
+        self.persistence = Persistence(peer.config, peer.disk, peer.dirs)
+        self.persistence.start(loop, self._durable, peer.disk_failed)
+        peer.persistence = self.persistence
+
+    def _serve(self, epoch: int) -> None:
+        peer = self.peer
+        log.info("server %d: synchronised with leader %d in epoch %d: serving as %s", peer.sid, self.leader_sid,
+                 epoch, self.role)
+        peer.core = ServerCore(peer.config, _now_ms(), _wall_ms(), log=log.info, tree=self.tree, role=LEARNER)
+        peer.mode = self.role
+        assert peer.election is not None
+        peer.election.update_peer_epoch(epoch)
+
+
+async def serve_quorum(config: ServerConfig, stop: asyncio.Event, faults: FaultPlan | None = None,
+                       on_ready: Callable[[QuorumPeer], None] | None = None) -> None:
+    """Run an ensemble member until ``stop`` is set; DiskFailure if its log could not be written."""
+    peer = QuorumPeer(config, faults)
+    if on_ready is not None:
+        on_ready(peer)
+    await peer.run(stop)
