@@ -275,7 +275,7 @@ class Learner:
                 raise LearnerError("UPTODATE before NEWLEADER was acknowledged")
             self._on_uptodate()
         elif t == PacketType.PING:
-            self._actions.append(PingReply(p.zxid))
+            pass  # not answered before UPTODATE: the leader expects the NEWLEADER ack first
         else:
             raise LearnerError(f"unexpected {_name(t)} while synchronising")
 

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from zkpy.config import LearnerType, ServerConfig
-from zkpy.ids import make_zxid
+from zkpy.ids import make_zxid, zxid_epoch
 from zkpy.quorum import leader as zl
 from zkpy.quorum import learner as zf
 from zkpy.quorum.sync import CommittedLog, LoggedTxn
@@ -39,7 +39,14 @@ from zkpy.runtime.persistence import Persistence
 from zkpy.runtime.server import ClientProtocol, DiskFailure
 from zkpy.server.core import LEADER, LEARNER, ServerCore
 from zkpy.storage.disk import FaultPlan
-from zkpy.storage.epochs import ACCEPTED_EPOCH, CURRENT_EPOCH, load_epochs, write_epoch
+from zkpy.storage.epochs import (
+    ACCEPTED_EPOCH,
+    CURRENT_EPOCH,
+    TMP_SUFFIX,
+    load_epochs,
+    read_epoch,
+    write_epoch,
+)
 from zkpy.storage.files import DataDirs
 from zkpy.storage.recovery import Recovered, recover
 from zkpy.storage.snapshot import parse_snapshot_stream, snapshot_stream
@@ -169,6 +176,9 @@ class QuorumPeer:
         gc.disable()
         try:
             recovered = recover(self.disk, self.dirs, log.info)
+            unadopted = self._unadopted_epoch(recovered.tree.last_processed_zxid)
+            if unadopted is not None:
+                recovered = recover(self.disk, self.dirs, log.info)
         finally:
             gc.enable()
         if recovered.fresh:
@@ -176,6 +186,26 @@ class QuorumPeer:
             p.write_initial_snapshot(recovered.tree)
             p.close()
         return recovered
+
+    def _unadopted_epoch(self, last_zxid: int) -> int | None:
+        """Cut off txns of an epoch whose NEWLEADER this server never acknowledged.
+
+        A learner logs the leader's history before it writes currentEpoch and acks NEWLEADER
+        (so that the ack means "on disk"); a term that ends in between leaves txns of an epoch
+        newer than currentEpoch. None of them was acknowledged (proposal acks follow the
+        NEWLEADER ack), so dropping them loses nothing, and the next leader sends them again.
+        ZooKeeper refuses to start instead. Returns the epoch dropped, or None."""
+        current = read_epoch(self.disk, self.dirs.snap_dir, CURRENT_EPOCH)
+        pending = read_epoch(self.disk, self.dirs.snap_dir, CURRENT_EPOCH + TMP_SUFFIX)
+        epoch = zxid_epoch(last_zxid)
+        if current is None or current >= epoch or (pending is not None and pending >= epoch):
+            return None
+        keep = make_zxid(current + 1, 0) - 1
+        log.warning("server %d: the log holds txns up to 0x%x of epoch %d, newer than my current epoch %d "
+                    "(a synchronisation ended before its NEWLEADER ack): dropping the txns after 0x%x",
+                    self.sid, last_zxid, epoch, current, keep)
+        truncate_to(self.disk, self.dirs, keep, log.info)
+        return epoch
 
     async def _one_term(self, recovered: Recovered, stopping: asyncio.Future[Any]) -> None:
         assert self.election is not None

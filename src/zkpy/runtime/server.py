@@ -46,6 +46,7 @@ class ClientProtocol(asyncio.Protocol):
         self.server = server
         self.transport: asyncio.Transport | None = None
         self.conn: Connection | None = None
+        self.core: ServerCore | None = None
         self.idle: bytearray | None = None  # bytes of a connection made while no core serves
         self.writing_paused = False
 
@@ -63,6 +64,7 @@ class ClientProtocol(asyncio.Protocol):
             self.idle = bytearray()
             return
         srv.per_ip[ip] = srv.per_ip.get(ip, 0) + 1
+        self.core = srv.core
         srv.core.set_time(_now_ms(), _wall_ms())
         self.conn = srv.core.open(next(srv.conn_ids), ip, port)
         srv.protocols[self.conn.conn_id] = self
@@ -111,7 +113,8 @@ class ClientProtocol(asyncio.Protocol):
         else:
             srv.per_ip.pop(conn.ip, None)
         srv.protocols.pop(conn.conn_id, None)
-        srv.core.disconnected(conn)
+        if self.core is not None:
+            self.core.disconnected(conn)  # the core it was opened on (an ensemble's term may be over)
         srv.schedule_flush()
         self.conn = None
 

@@ -58,6 +58,7 @@ class ServerProcess:
     workdir: str
     log_path: str
     extra: dict[str, str] = field(default_factory=dict)
+    cmd: list[str] = field(default_factory=list)  # how it was started, for restart_ensemble_member
 
     @property
     def hosts(self) -> str:
@@ -217,7 +218,7 @@ def ensemble_leader(servers: Sequence[ServerProcess], deadline_s: float = 30.0) 
 
 
 def wait_ensemble_serving(servers: Sequence[ServerProcess], deadline_s: float = 60.0) -> None:
-    """Wait until every running server of ``servers`` is a serving leader or follower."""
+    """Wait until every running server of ``servers`` is a serving leader, follower or observer."""
     deadline = time.monotonic() + deadline_s
     pending = [s for s in servers if s.proc.poll() is None]
     while pending:
@@ -225,7 +226,7 @@ def wait_ensemble_serving(servers: Sequence[ServerProcess], deadline_s: float = 
             if s.proc.poll() is not None:
                 raise RuntimeError(f"ensemble server {s.extra.get('myid')} exited with {s.proc.returncode}:\n"
                                    f"{s.log()[-4000:]}")
-            if server_mode(s) in ("leader", "follower"):
+            if server_mode(s) in ("leader", "follower", "observer"):
                 pending.remove(s)
         if not pending:
             return
@@ -235,48 +236,63 @@ def wait_ensemble_serving(servers: Sequence[ServerProcess], deadline_s: float = 
         time.sleep(0.05)
 
 
-def start_apache_ensemble(n: int = 3, settings: Mapping[str, str | None] | None = None,
-                          ready_s: float = 60.0, *, tick_ms: int = 500,
-                          jvm_props: Mapping[str, str] | None = None) -> list[ServerProcess]:
-    """``n`` Apache ZooKeeper 3.8 servers forming one ensemble on loopback (Debian's package).
+def _member_command(kind: str, cfg: str, jvm_props: Mapping[str, str] | None) -> list[str]:
+    """How ``start_ensemble`` runs one member: ``zkpy server`` or Apache's ``QuorumPeerMain``."""
+    if kind == "zkpy":
+        # DEBUG: the quorum runtime is young, and its logs are what a failing ensemble test shows
+        return [sys.executable, "-m", "zkpy.cli.main", "server", cfg, "--log-level", "DEBUG"]
+    return ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+            "-Dzookeeper.extendedTypesEnabled=true", "-Dzookeeper.admin.enableServer=false",
+            *(f"-D{k}={v}" for k, v in (jvm_props or {}).items()),
+            "-cp", f"{ZK_CONF_DIR}:{ZK_JAR}", "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg]
 
-    Each has its own data dir (with its ``myid``), client port, quorum port and election port
-    (``server.N=127.0.0.1:quorum:election``); ``extra`` holds ``myid``, ``quorum_port`` and
-    ``election_port``. All are started before any is waited for; the list is returned, in myid
-    order, once every server answers ``srvr`` as leader or follower. ``ensemble_leader`` finds
-    the leader, ``ensemble_hosts`` gives the connect string; ``cleanup()`` each server at the end.
-    ``jvm_props`` become ``-Dkey=value`` system properties of every server (e.g.
-    ``{"readonlymode.enabled": "true"}``); ``restart_ensemble_member`` does not pass them again.
+
+def start_ensemble(kinds: Sequence[str], settings: Mapping[str, str | None] | None = None,
+                   ready_s: float = 60.0, *, tick_ms: int = 500, jvm_props: Mapping[str, str] | None = None,
+                   wait: bool = True) -> list[ServerProcess]:
+    """One ensemble on loopback whose member ``i + 1`` is a ``kinds[i]`` server: ``"zkpy"``
+    (``zkpy server zoo.cfg``, logging at DEBUG) or ``"apache"`` (ZooKeeper 3.8's ``QuorumPeerMain``).
+
+    Every member has its own data dir (with its ``myid``), client, quorum and election port, and
+    one static config (``server.N=127.0.0.1:quorum:election;127.0.0.1:client``); ``extra`` holds
+    ``myid``, ``quorum_port``, ``election_port`` and ``root``. All are started before any is waited
+    for; with ``wait`` the list is returned, in myid order, once every member answers ``srvr`` as a
+    leader, follower or observer. ``settings`` go to every member's zoo.cfg; ``jvm_props`` become ``-Dkey=value``
+    system properties of the Apache members. ``cleanup_ensemble`` stops them and removes the data.
     """
-    if n < 1:
+    if not kinds:
         raise ValueError("an ensemble needs at least one server")
+    unknown = sorted(set(kinds) - {"zkpy", "apache"})
+    if unknown:
+        raise ValueError(f"unknown server kind {unknown[0]!r}: zkpy or apache")
     root = tempfile.mkdtemp(prefix="zk-ensemble-test-")
-    ports = [(free_port(), free_port(), free_port()) for _ in range(n)]
-    members = {f"server.{i + 1}": f"127.0.0.1:{quorum}:{election}" for i, (_, quorum, election) in enumerate(ports)}
+    ports = [(free_port(), free_port(), free_port()) for _ in kinds]
+    members = {f"server.{i + 1}": f"127.0.0.1:{quorum}:{election};127.0.0.1:{client}"
+               for i, (client, quorum, election) in enumerate(ports)}
     servers: list[ServerProcess] = []
     try:
-        for i, (client, quorum, election) in enumerate(ports):
+        for i, (kind, (client, quorum, election)) in enumerate(zip(kinds, ports)):
             myid = i + 1
             workdir = os.path.join(root, f"server{myid}")
             os.makedirs(os.path.join(workdir, "data"))
             with open(os.path.join(workdir, "data", "myid"), "w", encoding="ascii") as f:
                 f.write(f"{myid}\n")
+            # cnxTimeout is Apache's only (zkpy refuses keys it does not know); both get TTL nodes
+            own = {"cnxTimeout": "1000"} if kind == "apache" else {"extendedTypesEnabled": "true"}
             cfg = _write_cfg(workdir, client, {
                 "tickTime": str(tick_ms), "initLimit": "10", "syncLimit": "5",
                 "admin.enableServer": "false", "standaloneEnabled": "false", "reconfigEnabled": "false",
-                "cnxTimeout": "1000", **members, **(settings or {}),
+                **own, **members, **(settings or {}),
             })
             log_path = os.path.join(workdir, "server.log")
-            cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                   "-Dzookeeper.extendedTypesEnabled=true", "-Dzookeeper.admin.enableServer=false",
-                   *(f"-D{k}={v}" for k, v in (jvm_props or {}).items()),
-                   "-cp", f"{ZK_CONF_DIR}:{ZK_JAR}", "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg]
+            cmd = _member_command(kind, cfg, jvm_props)
             with open(log_path, "ab") as log:
                 proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
-            servers.append(ServerProcess("apache", client, proc, workdir, log_path,
+            servers.append(ServerProcess(kind, client, proc, workdir, log_path,
                                          {"myid": str(myid), "quorum_port": str(quorum),
-                                          "election_port": str(election), "root": root}))
-        wait_ensemble_serving(servers, ready_s)
+                                          "election_port": str(election), "root": root}, cmd))
+        if wait:
+            wait_ensemble_serving(servers, ready_s)
     except BaseException:
         for s in servers:
             s.stop(signal.SIGKILL)
@@ -285,16 +301,36 @@ def start_apache_ensemble(n: int = 3, settings: Mapping[str, str | None] | None 
     return servers
 
 
+def start_apache_ensemble(n: int = 3, settings: Mapping[str, str | None] | None = None,
+                          ready_s: float = 60.0, *, tick_ms: int = 500,
+                          jvm_props: Mapping[str, str] | None = None) -> list[ServerProcess]:
+    """``n`` Apache ZooKeeper 3.8 servers forming one ensemble on loopback (Debian's package):
+    ``start_ensemble(["apache"] * n, ...)``, returned once every server serves.
+
+    ``ensemble_leader`` finds the leader, ``ensemble_hosts`` gives the connect string;
+    ``cleanup_ensemble`` at the end. ``jvm_props`` become ``-Dkey=value`` system properties of
+    every server (e.g. ``{"readonlymode.enabled": "true"}``), and again on ``restart_ensemble_member``.
+    """
+    if n < 1:
+        raise ValueError("an ensemble needs at least one server")
+    return start_ensemble(["apache"] * n, settings, ready_s, tick_ms=tick_ms, jvm_props=jvm_props)
+
+
+def start_zkpy_ensemble(n: int = 3, settings: Mapping[str, str | None] | None = None, ready_s: float = 60.0, *,
+                        tick_ms: int = 500, wait: bool = True) -> list[ServerProcess]:
+    """``n`` zkpy servers forming one ensemble on loopback: ``start_ensemble(["zkpy"] * n, ...)``."""
+    if n < 1:
+        raise ValueError("an ensemble needs at least one server")
+    return start_ensemble(["zkpy"] * n, settings, ready_s, tick_ms=tick_ms, wait=wait)
+
+
 def restart_ensemble_member(server: ServerProcess) -> ServerProcess:
-    """Start again, on the same ports and data dir, an ensemble member that was stopped."""
+    """Start again, on the same ports and data dir, an ensemble member that was stopped: the
+    same command as before (zkpy or Apache, with the same system properties)."""
     if server.proc.poll() is None:
         raise RuntimeError(f"server {server.extra.get('myid')} is still running")
-    log_path = server.log_path
-    cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-           "-Dzookeeper.extendedTypesEnabled=true", "-Dzookeeper.admin.enableServer=false",
-           "-cp", f"{ZK_CONF_DIR}:{ZK_JAR}", "org.apache.zookeeper.server.quorum.QuorumPeerMain",
-           os.path.join(server.workdir, "zoo.cfg")]
-    with open(log_path, "ab") as log:
+    cmd = server.cmd or _member_command(server.kind, os.path.join(server.workdir, "zoo.cfg"), None)
+    with open(server.log_path, "ab") as log:
         server.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=server.workdir)
     return server
 
@@ -323,3 +359,66 @@ def server_of_session(servers: Sequence[ServerProcess], session_id: int) -> Serv
         if any(needle + "," in line or needle + ")" in line for line in answer.splitlines()):
             return s
     return None
+
+
+SLF4J_SIMPLE_JAR = "/usr/share/java/slf4j-simple.jar"
+
+
+def _member_ports(line: str) -> tuple[str, str]:
+    """The quorum and election ports of a ``host:quorum:election[:role][;client]`` line."""
+    server = line.split(";")[0]
+    for role in (":participant", ":observer"):
+        server = server.removesuffix(role)
+    _, quorum, election = server.rsplit(":", 2)
+    return quorum, election
+
+
+def start_apache_members(members: Mapping[str, str], myids: Sequence[int],
+                         settings: Mapping[str, str | None] | None = None, ready_s: float = 60.0, *,
+                         tick_ms: int = 500, jvm_props: Mapping[str, str] | None = None,
+                         wait: bool = True, with_log: bool = True) -> list[ServerProcess]:
+    """Apache ZooKeeper 3.8 servers for some members of an ensemble whose other members run elsewhere
+    (e.g. zkpy in the test process): ``members`` is every ``server.N`` line (``{"server.1":
+    "127.0.0.1:quorum:election", ...}``), ``myids`` the ones started here, each with its own data dir,
+    ``myid`` and client port, and the zoo.cfg defaults of ``start_apache_ensemble``.
+
+    ``with_log`` puts slf4j-simple (when installed) on the classpath so that ``log()`` shows
+    ZooKeeper's INFO log; ``wait`` waits until every started server serves as leader or follower.
+    ``extra`` holds ``myid``, ``quorum_port``, ``election_port`` and ``root``; ``cleanup_ensemble``
+    stops them and removes their data."""
+    root = tempfile.mkdtemp(prefix="zk-members-test-")
+    classpath = [ZK_CONF_DIR, ZK_JAR]
+    if with_log and os.path.exists(SLF4J_SIMPLE_JAR):
+        classpath.append(SLF4J_SIMPLE_JAR)
+    servers: list[ServerProcess] = []
+    try:
+        for myid in myids:
+            quorum, election = _member_ports(members[f"server.{myid}"])
+            client = free_port()
+            workdir = os.path.join(root, f"server{myid}")
+            os.makedirs(os.path.join(workdir, "data"))
+            with open(os.path.join(workdir, "data", "myid"), "w", encoding="ascii") as f:
+                f.write(f"{myid}\n")
+            cfg = _write_cfg(workdir, client, {
+                "tickTime": str(tick_ms), "initLimit": "10", "syncLimit": "5",
+                "admin.enableServer": "false", "standaloneEnabled": "false", "reconfigEnabled": "false",
+                "cnxTimeout": "1000", **members, **(settings or {}),
+            })
+            log_path = os.path.join(workdir, "server.log")
+            cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                   "-Dzookeeper.extendedTypesEnabled=true", "-Dzookeeper.admin.enableServer=false",
+                   *(f"-D{k}={v}" for k, v in (jvm_props or {}).items()),
+                   "-cp", ":".join(classpath), "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg]
+            with open(log_path, "ab") as log:
+                proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
+            servers.append(ServerProcess("apache", client, proc, workdir, log_path,
+                                         {"myid": str(myid), "quorum_port": quorum,
+                                          "election_port": election, "root": root}))
+        if wait:
+            wait_ensemble_serving(servers, ready_s)
+    except BaseException:
+        for s in servers:
+            s.stop(signal.SIGKILL)
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    return servers

@@ -1,0 +1,194 @@
+"""Real zkpy ensembles on loopback under a concurrent write workload, with servers killed, paused
+and restarted: no acknowledged write is lost, every server ends with the same tree, and clients
+keep their sessions (and ephemerals) when their server goes.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+
+import pytest
+from kazoo.client import KazooClient, KazooState
+from tests.helpers.ensemble_workload import Writer, check_acknowledged, wait_same_trees
+
+from zkpy.testing.servers import (
+    ServerProcess,
+    cleanup_ensemble,
+    ensemble_hosts,
+    ensemble_leader,
+    restart_ensemble_member,
+    server_mode,
+    server_of_session,
+    start_ensemble,
+    wait_ensemble_serving,
+)
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture
+def ensemble3() -> Iterator[list[ServerProcess]]:
+    servers = start_ensemble(["zkpy"] * 3)
+    yield servers
+    cleanup_ensemble(servers)
+
+
+@pytest.fixture
+def ensemble5() -> Iterator[list[ServerProcess]]:
+    servers = start_ensemble(["zkpy"] * 5)
+    yield servers
+    cleanup_ensemble(servers)
+
+
+def start_writers(servers: list[ServerProcess], n: int = 3) -> list[Writer]:
+    hosts = ensemble_hosts(servers)
+    writers = [Writer(f"w{i}", hosts) for i in range(n)]
+    for w in writers:
+        w.start_session()
+        w.start()
+    for w in writers:
+        w.wait_for_writes(20)
+    return writers
+
+
+class SessionHolder:
+    """A kazoo client holding an ephemeral, to check sessions survive the loss of their server."""
+
+    def __init__(self, servers: list[ServerProcess], on: ServerProcess) -> None:
+        # connected to ``on`` first (it leads the list), free to move to any other
+        others = [s for s in servers if s is not on]
+        self.client = KazooClient(hosts=ensemble_hosts([on, *others]), timeout=10.0, randomize_hosts=False)
+        self.client.start(timeout=30)
+        self.session_id = self.client.client_id[0]
+        self.client.create("/holder-eph", b"held", ephemeral=True)
+        self.states: list[str] = []
+        self.client.add_listener(lambda st: self.states.append(st))
+
+    def check_kept(self, deadline_s: float = 30.0) -> None:
+        deadline = time.monotonic() + deadline_s
+        while self.client.state != KazooState.CONNECTED:
+            assert time.monotonic() < deadline, f"holder not reconnected: {self.states}"
+            time.sleep(0.05)
+        assert KazooState.LOST not in self.states, self.states
+        assert self.client.client_id[0] == self.session_id
+        data, stat = self.client.get("/holder-eph")
+        assert data == b"held" and stat.ephemeralOwner == self.session_id
+
+    def close(self) -> None:
+        self.client.stop()
+        self.client.close()
+
+
+def finish(servers: list[ServerProcess], writers: list[Writer]) -> None:
+    for w in writers:
+        w.wait_for_writes(20)
+    for w in writers:
+        w.stop()
+    wait_ensemble_serving(servers)
+    tree = wait_same_trees(servers)
+    check_acknowledged(writers, tree)
+    assert sum(len(w.acked) for w in writers) > 0
+    for w in writers:
+        w.client.stop()
+        w.client.close()
+
+
+def wait_new_leader(servers: list[ServerProcess], old: ServerProcess, deadline_s: float = 60.0) -> ServerProcess:
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        for s in servers:
+            if s is not old and s.proc.poll() is None and server_mode(s) == "leader":
+                return s
+        time.sleep(0.05)
+    raise AssertionError("no new leader elected")
+
+
+def test_kill_the_leader_moves_clients_and_loses_nothing(ensemble3: list[ServerProcess]) -> None:
+    servers = ensemble3
+    writers = start_writers(servers)
+    leader = ensemble_leader(servers)
+    holder = SessionHolder(servers, on=leader)
+    try:
+        leader.stop(signal.SIGKILL)
+        new = wait_new_leader(servers, leader)
+        assert new is not leader
+        holder.check_kept()
+        restart_ensemble_member(leader)
+        finish(servers, writers)
+        holder.check_kept()
+    finally:
+        holder.close()
+
+
+def test_kill_a_follower_moves_its_clients(ensemble3: list[ServerProcess]) -> None:
+    servers = ensemble3
+    writers = start_writers(servers)
+    leader = ensemble_leader(servers)
+    follower = next(s for s in servers if s is not leader)
+    holder = SessionHolder(servers, on=follower)
+    try:
+        assert server_of_session(servers, holder.session_id) is follower
+        follower.stop(signal.SIGKILL)
+        holder.check_kept()
+        for w in writers:
+            w.wait_for_writes(20)
+        assert ensemble_leader(servers) is leader
+        restart_ensemble_member(follower)
+        finish(servers, writers)
+    finally:
+        holder.close()
+
+
+def test_a_paused_leader_is_replaced_and_rejoins_as_follower(ensemble3: list[ServerProcess]) -> None:
+    servers = ensemble3
+    writers = start_writers(servers)
+    leader = ensemble_leader(servers)
+    leader.proc.send_signal(signal.SIGSTOP)
+    try:
+        new = wait_new_leader(servers, leader)  # syncLimit (5 ticks of 500 ms) passed: the others moved on
+        for w in writers:
+            w.wait_for_writes(20)
+    finally:
+        leader.proc.send_signal(signal.SIGCONT)
+    wait_ensemble_serving(servers)
+    assert server_mode(new) == "leader"
+    finish(servers, writers)
+    assert server_mode(leader) == "follower"
+
+
+@pytest.mark.parametrize("orders", [((1, 2, 3), (3, 1, 2)), ((2, 3, 1), (1, 3, 2))])
+def test_kill_the_whole_ensemble_and_restart_in_any_order(ensemble3: list[ServerProcess],
+                                                          orders: tuple[tuple[int, ...], ...]) -> None:
+    servers = ensemble3
+    writers = start_writers(servers)
+    for order in orders:
+        for s in servers:
+            s.stop(signal.SIGKILL)
+        for myid in order:
+            restart_ensemble_member(servers[myid - 1])
+        wait_ensemble_serving(servers)
+        for w in writers:
+            w.wait_for_writes(10)
+    finish(servers, writers)
+
+
+def test_five_servers_survive_the_leader_and_a_follower_dying(ensemble5: list[ServerProcess]) -> None:
+    servers = ensemble5
+    writers = start_writers(servers)
+    leader = ensemble_leader(servers)
+    follower = next(s for s in servers if s is not leader)
+    holder = SessionHolder(servers, on=follower)
+    try:
+        leader.stop(signal.SIGKILL)
+        follower.stop(signal.SIGKILL)
+        wait_new_leader(servers, leader)
+        holder.check_kept()
+        for w in writers:
+            w.wait_for_writes(20)
+        restart_ensemble_member(leader)
+        restart_ensemble_member(follower)
+        finish(servers, writers)
+    finally:
+        holder.close()

@@ -1,0 +1,130 @@
+"""A concurrent write workload for ensemble fault tests, and the checks that follow it.
+
+Each ``Writer`` is a kazoo client (its own session, all servers in its connect string, or only
+some) that creates ``/w/<name>-<n>`` nodes with unique values one after the other, retrying a
+write whose answer was lost. It records every write the ensemble acknowledged, and the ones
+whose fate is unknown (the connection dropped before the answer). ``tree_dump`` reads a whole
+tree from one server; ``wait_same_trees`` waits until every server holds the same tree.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionLoss, KazooException, NodeExistsError, NoNodeError, SessionExpiredError
+from kazoo.retry import KazooRetry
+
+from zkpy.testing.servers import ServerProcess
+
+
+class Writer(threading.Thread):
+    def __init__(self, name: str, hosts: str, timeout_s: float = 10.0) -> None:
+        super().__init__(name=f"writer-{name}", daemon=True)
+        self.tag = name
+        retry = KazooRetry(max_tries=-1, delay=0.05, max_delay=0.5)
+        self.client = KazooClient(hosts=hosts, timeout=timeout_s, connection_retry=retry, command_retry=retry)
+        self.acked: dict[str, bytes] = {}
+        self.uncertain: dict[str, bytes] = {}
+        self.errors: list[str] = []
+        self.stopping = threading.Event()
+        self.count = 0
+
+    def start_session(self) -> None:
+        self.client.start(timeout=30)
+        self.client.ensure_path("/w")
+
+    def run(self) -> None:
+        n = 0
+        while not self.stopping.is_set():
+            path, value = f"/w/{self.tag}-{n:06d}", f"{self.tag}:{n}:{time.monotonic_ns()}".encode()
+            n += 1
+            try:
+                self._create(path, value)
+                self.acked[path] = value
+                self.count += 1
+            except SessionExpiredError as exc:
+                self.errors.append(f"{path}: session expired: {exc}")
+                return
+            except KazooException as exc:
+                self.uncertain[path] = value
+                self.errors.append(f"{path}: {exc!r}")
+
+    def _create(self, path: str, value: bytes) -> None:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                self.client.create(path, value)
+                return
+            except NodeExistsError:
+                return  # an earlier attempt whose answer was lost went through
+            except ConnectionLoss:
+                if time.monotonic() > deadline or self.stopping.is_set():
+                    raise
+                time.sleep(0.05)
+
+    def wait_for_writes(self, more: int, deadline_s: float = 60.0) -> None:
+        target = self.count + more
+        deadline = time.monotonic() + deadline_s
+        while self.count < target:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.tag}: only {self.count} of {target} writes acknowledged; "
+                                     f"errors: {self.errors[-5:]}")
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(90)
+        assert not self.is_alive(), f"{self.tag} did not stop"
+
+
+def tree_dump(port: int, root: str = "/") -> dict[str, tuple[bytes, int, int, int, int, int]]:
+    """Every node under ``root`` on the server at ``port`` (after a sync): data and the Stat fields
+    every replica must agree on (czxid, mzxid, version, cversion, ephemeralOwner)."""
+    client = KazooClient(hosts=f"127.0.0.1:{port}", timeout=10.0)
+    client.start(timeout=30)
+    try:
+        client.sync("/")
+        out: dict[str, tuple[bytes, int, int, int, int, int]] = {}
+        stack = [root]
+        while stack:
+            path = stack.pop()
+            try:
+                data, stat = client.get(path)
+                children = client.get_children(path)
+            except NoNodeError:
+                continue
+            out[path] = (data, stat.czxid, stat.mzxid, stat.version, stat.cversion, stat.ephemeralOwner)
+            stack.extend(f"{path.rstrip('/')}/{c}" for c in children)
+        return out
+    finally:
+        client.stop()
+        client.close()
+
+
+def wait_same_trees(servers: Sequence[ServerProcess], deadline_s: float = 60.0) -> dict[str, tuple]:
+    """Wait until every running server's tree is the same; return it."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        dumps = {s.extra["myid"]: tree_dump(s.port) for s in servers if s.proc.poll() is None}
+        first = next(iter(dumps.values()))
+        if all(d == first for d in dumps.values()):
+            return first
+        if time.monotonic() > deadline:
+            diffs = {sid: sorted(set(d.items()) ^ set(first.items()))[:5] for sid, d in dumps.items() if d != first}
+            raise AssertionError(f"servers disagree: {diffs}")
+        time.sleep(0.2)
+
+
+def check_acknowledged(writers: Sequence[Writer], tree: dict[str, tuple]) -> None:
+    """Every acknowledged write is in the tree with its value; an uncertain one, if present,
+    with its own value."""
+    for w in writers:
+        for path, value in w.acked.items():
+            assert path in tree, f"acknowledged write {path} lost"
+            assert tree[path][0] == value, f"{path} holds {tree[path][0]!r}, acknowledged {value!r}"
+        for path, value in w.uncertain.items():
+            if path in tree:
+                assert tree[path][0] == value
