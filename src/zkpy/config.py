@@ -52,6 +52,10 @@ class QuorumConfig:
     election_alg: int = 3  # electionAlg (3.8 knows only 3: fast leader election over TCP)
     standalone_enabled: bool = True  # standaloneEnabled
     quorum_listen_on_all_ips: bool = False  # quorumListenOnAllIPs
+    cnx_timeout_ms: int = 5000  # cnxTimeout: connecting to a peer's election port
+    # zkpy.quorumSync: the leader answers a sync only after a quorum confirms it still leads
+    # (ZooKeeper's sync does not check; see ZOOKEEPER-1675)
+    quorum_sync: bool = False
 
     @property
     def participants(self) -> tuple[QuorumServer, ...]:

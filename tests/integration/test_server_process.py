@@ -128,7 +128,7 @@ def test_an_ensemble_zoo_cfg_without_sync_limit_exits_2_naming_the_key(tmp_path:
     result = run_server([str(cfg)], tmp_path)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
-    assert lines == [f"zkpy: {cfg}: syncLimit: must be set (in ticks) for an ensemble"], result.stderr
+    assert lines == [f"zkpy: {cfg}: syncLimit is not set; an ensemble needs it"], result.stderr
 
 
 def test_an_ensemble_zoo_cfg_without_myid_names_the_missing_file(tmp_path: Path) -> None:

@@ -55,10 +55,12 @@ _QUORUM_INT_KEYS = {
     "initLimit": "init_limit_ticks",
     "syncLimit": "sync_limit_ticks",
     "electionAlg": "election_alg",
+    "cnxTimeout": "cnx_timeout_ms",
 }
 _QUORUM_BOOL_KEYS = {
     "standaloneEnabled": "standalone_enabled",
     "quorumListenOnAllIPs": "quorum_listen_on_all_ips",
+    "zkpy.quorumSync": "quorum_sync",
 }
 _IGNORED = {  # known ZooKeeper keys that do not apply to a standalone zkpy server yet
     "admin.enableServer", "admin.serverPort", "reconfigEnabled", "metricsProvider.className", "audit.enable",

@@ -128,6 +128,13 @@ class Revalidate:
 
 
 @dataclass(frozen=True, slots=True)
+class QuorumConfirmed:
+    """A quorum check asked with ``check_quorum(token)`` passed: the local sync may answer."""
+
+    token: int
+
+
+@dataclass(frozen=True, slots=True)
 class Failed:
     """Stop leading (back to election)."""
 
@@ -135,7 +142,7 @@ class Failed:
 
 
 Action = Send | Close | SetAcceptedEpoch | SetCurrentEpoch | Established | Commit | LearnerRequest | Touch \
-    | Revalidate | Failed
+    | Revalidate | QuorumConfirmed | Failed
 
 
 # ---------------------------------------------------------------- state
@@ -169,11 +176,25 @@ class LearnerHandle:
     last_zxid: int = -1
     last_heard_ms: int = 0
     deadline_ms: int = 0  # by when the next packet must arrive
+    pings_sent: int = 0  # PINGs sent since UPTODATE (a quorum check counts their replies)
+    pings_answered: int = 0
 
     @property
     def synced_from_leader(self) -> bool:
         """Proposals are forwarded to it (sync sent)."""
         return self.phase in (LearnerPhase.AWAIT_NEWLEADER_ACK, LearnerPhase.AWAIT_UPTODATE, LearnerPhase.FORWARDING)
+
+
+@dataclass(slots=True)
+class QuorumCheck:
+    """zkpy.quorumSync: a sync waits until a quorum of voters answered a PING sent after it
+    arrived, so that I still led at some moment after the sync was issued."""
+
+    needed: dict[int, int]  # sid -> the count of its PING replies that answers the PING sent for this check
+    confirmed: set[int]
+    token: int | None = None  # a local sync's token
+    cid: int | None = None  # a learner's sync
+    after_zxid: int = 0  # ... also waits for proposals made before it
 
 
 @dataclass(slots=True)
@@ -188,7 +209,7 @@ class Leader:
 
     def __init__(self, sid: int, verifier: QuorumMaj, *, accepted_epoch: int, current_epoch: int,
                  last_zxid: int, committed: CommittedLog, now_ms: int, tick_ms: int, init_limit: int,
-                 sync_limit: int, config_data: bytes = b"") -> None:
+                 sync_limit: int, config_data: bytes = b"", quorum_sync: bool = False) -> None:
         self.sid = sid
         self.verifier = verifier
         self.accepted_epoch = accepted_epoch
@@ -200,6 +221,8 @@ class Leader:
         self.init_limit_ms = init_limit * tick_ms
         self.sync_limit_ms = sync_limit * tick_ms
         self.config_data = config_data
+        self.quorum_sync = quorum_sync
+        self._checks: list[QuorumCheck] = []
         self.phase = Phase.DISCOVERY
         self.epoch = -1
         self.learners: dict[int, LearnerHandle] = {}
@@ -391,6 +414,7 @@ class Leader:
 
     def _uptodate(self, h: LearnerHandle) -> None:
         h.phase = LearnerPhase.FORWARDING
+        h.pings_sent = h.pings_answered = 0  # learners answer PINGs from UPTODATE on
         h.deadline_ms = self.now_ms + self.sync_limit_ms
         self._send(h, PacketType.UPTODATE, -1)
 
@@ -418,6 +442,9 @@ class Leader:
             if not h.observer:
                 self._ack(h.sid, p.zxid)
         elif t == PacketType.PING:
+            h.pings_answered += 1
+            if self._checks:
+                self._advance_checks(h)
             data = p.data or b""
             touches = tuple(_TOUCH.unpack_from(data, i) for i in range(0, len(data) - len(data) % 12, 12))
             if touches:
@@ -446,10 +473,48 @@ class Leader:
             self._send(h, PacketType.REVALIDATE, -1, struct.pack(">q?", session, valid))
 
     def _on_sync(self, h: LearnerHandle) -> None:
+        if self.quorum_sync:
+            self._start_check(QuorumCheck({}, {self.sid}, cid=h.cid, after_zxid=self.last_proposed))
+            return
         if not self.outstanding:
             self._send(h, PacketType.SYNC, 0)
         else:
             self._pending_syncs.setdefault(self.last_proposed, []).append(h.cid)
+
+    def check_quorum(self, token: int) -> None:
+        """A local sync under zkpy.quorumSync: ``QuorumConfirmed(token)`` once a quorum answered."""
+        self._start_check(QuorumCheck({}, {self.sid}, token=token))
+
+    def _start_check(self, check: QuorumCheck) -> None:
+        for h in self.learners.values():
+            if h.phase is LearnerPhase.FORWARDING and not h.observer:
+                self._send(h, PacketType.PING, self.last_proposed)
+                h.pings_sent += 1
+                check.needed[h.sid] = h.pings_sent
+        self._checks.append(check)
+        self._finish_checks()
+
+    def _advance_checks(self, h: LearnerHandle) -> None:
+        for check in self._checks:
+            need = check.needed.get(h.sid)
+            if need is not None and h.pings_answered >= need:
+                check.confirmed.add(h.sid)
+        self._finish_checks()
+
+    def _finish_checks(self) -> None:
+        still = []
+        for check in self._checks:
+            if not self.verifier.contains_quorum(check.confirmed):
+                still.append(check)
+            elif check.token is not None:
+                self._actions.append(QuorumConfirmed(check.token))
+            elif check.cid is not None and check.cid in self.learners:
+                h = self.learners[check.cid]
+                if check.after_zxid <= self.last_committed:
+                    self._send(h, PacketType.SYNC, 0)
+                else:
+                    self._pending_syncs.setdefault(check.after_zxid, []).append(h.cid)
+        self._checks = still
 
     def _ack(self, sid: int, zxid: int, upto: bool = False) -> None:
         if self.phase is not Phase.BROADCAST or zxid_counter(zxid) == 0:
@@ -522,6 +587,8 @@ class Leader:
             for h in self.learners.values():
                 if h.synced_from_leader:
                     self._send(h, PacketType.PING, self.last_proposed)
+                    if h.phase is LearnerPhase.FORWARDING:
+                        h.pings_sent += 1
 
     def stop(self, reason: str) -> None:
         self._fail(reason)

@@ -145,7 +145,7 @@ class QuorumPeer:
         recovered = self._recover()
         epochs = load_epochs(self.disk, self.dirs.snap_dir, recovered.tree.last_processed_zxid, log.info)
         self.election = ElectionService(self.config, last_zxid=recovered.tree.last_processed_zxid,
-                                        current_epoch=epochs.current)
+                                        current_epoch=epochs.current, cnx_timeout_ms=self.quorum.cnx_timeout_ms)
         await self.election.start()
         self._server = await self.loop.create_server(
             lambda: ClientProtocol(self), self.config.client_port_address, self.config.client_port,
@@ -342,7 +342,7 @@ class LeaderTerm:
         self.zab = zl.Leader(peer.sid, peer.verifier, accepted_epoch=accepted, current_epoch=current,
                              last_zxid=self.tree.last_processed_zxid, committed=committed, now_ms=_now_ms(),
                              tick_ms=cfg.tick_ms, init_limit=q.init_limit_ticks, sync_limit=q.sync_limit_ticks,
-                             config_data=config_string(q).encode("utf-8"))
+                             config_data=config_string(q).encode("utf-8"), quorum_sync=q.quorum_sync)
         self.links: dict[int, LearnerLink] = {}
         self.cids = itertools.count(1)
         self.persistence = Persistence(cfg, peer.disk, peer.dirs)
@@ -414,6 +414,10 @@ class LeaderTerm:
             for p in new:
                 self.logging.append(p.hdr.zxid)
                 self.zab.propose(p.hdr.zxid, encode_payload(p.hdr, p.txn))
+        if core is not None and core.quorum_checks:
+            for token in core.quorum_checks:
+                self.zab.check_quorum(token)
+            core.quorum_checks.clear()
         self.run_actions()
         self.peer.write_clients()
 
@@ -456,6 +460,9 @@ class LeaderTerm:
                     peer.write_epoch(CURRENT_EPOCH, a.epoch)
                 elif isinstance(a, zl.Established):
                     self._establish(a.epoch)
+                elif isinstance(a, zl.QuorumConfirmed):
+                    if peer.core is not None:
+                        peer.core.quorum_confirmed(a.token)
                 elif isinstance(a, zl.Failed):
                     self.end(a.reason)
 

@@ -183,6 +183,7 @@ class QueuedRead:
     body: bytes
     received_ms: int
     after_zxid: int = 0  # a sync waits until every txn proposed before it is applied
+    quorum_token: int = 0  # zkpy.quorumSync on a leader: ... and until a quorum confirmed the leadership
 
 
 STANDALONE, LEADER, LEARNER = "standalone", "leader", "learner"
@@ -222,6 +223,11 @@ class ServerCore:
         self.pending_revalidation: dict[int, Connection] = {}
         self.pending_syncs: deque[Forwarded] = deque()
         self.touched: dict[int, int] = {}
+        # leader with zkpy.quorumSync: syncs waiting for the Zab leader's quorum check
+        self.quorum_sync = role == LEADER and config.quorum is not None and config.quorum.quorum_sync
+        self.quorum_checks: list[int] = []  # tokens for the shell to hand to the Zab leader
+        self._quorum_waiting: dict[int, int] = {}  # token -> session
+        self._next_token = 1
         self.dirty: set[Connection] = set()
         self.syncing: set[int] = set()  # sessions whose queue waits on a sync
         self.last_container_check = now_ms
@@ -426,6 +432,12 @@ class ServerCore:
             read.after_zxid = self.next_zxid - 1
             self.syncing.add(sid)
             queue = self.queues.setdefault(sid, deque())
+        if op == OpCode.SYNC and self.quorum_sync:
+            read.quorum_token = token = self._next_token
+            self._next_token += 1
+            self._quorum_waiting[token] = sid
+            self.quorum_checks.append(token)
+            queue = self.queues.setdefault(sid, deque())
         if queue is not None:
             queue.append(read)
             conn.outstanding += 1
@@ -588,6 +600,12 @@ class ServerCore:
         request, error = self._decode_write(op, body, f"learner request for 0x{session & 0xFFFFFFFFFFFFFFFF:x}")
         self._propose(op, request, None, cxid, session, error, list(auth))
 
+    def quorum_confirmed(self, token: int) -> None:
+        """Leader: the quorum check for a local sync passed."""
+        session = self._quorum_waiting.pop(token, None)
+        if session is not None:
+            self._drain_queue(session)
+
     def touch(self, touches: Any) -> None:
         """Leader: sessions a learner saw alive."""
         for session, timeout in touches:
@@ -656,6 +674,8 @@ class ServerCore:
                 continue
             if not isinstance(head, QueuedRead):
                 break
+            if head.quorum_token in self._quorum_waiting:
+                return
             if head.after_zxid > applied:
                 self.syncing.add(session)  # a sync still waits for earlier writes: drain again after them
                 return

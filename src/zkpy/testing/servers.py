@@ -249,7 +249,7 @@ def _member_command(kind: str, cfg: str, jvm_props: Mapping[str, str] | None) ->
 
 def start_ensemble(kinds: Sequence[str], settings: Mapping[str, str | None] | None = None,
                    ready_s: float = 60.0, *, tick_ms: int = 500, jvm_props: Mapping[str, str] | None = None,
-                   wait: bool = True) -> list[ServerProcess]:
+                   wait: bool = True, observers: Sequence[int] = ()) -> list[ServerProcess]:
     """One ensemble on loopback whose member ``i + 1`` is a ``kinds[i]`` server: ``"zkpy"``
     (``zkpy server zoo.cfg``, logging at DEBUG) or ``"apache"`` (ZooKeeper 3.8's ``QuorumPeerMain``).
 
@@ -267,7 +267,8 @@ def start_ensemble(kinds: Sequence[str], settings: Mapping[str, str | None] | No
         raise ValueError(f"unknown server kind {unknown[0]!r}: zkpy or apache")
     root = tempfile.mkdtemp(prefix="zk-ensemble-test-")
     ports = [(free_port(), free_port(), free_port()) for _ in kinds]
-    members = {f"server.{i + 1}": f"127.0.0.1:{quorum}:{election};127.0.0.1:{client}"
+    members = {f"server.{i + 1}": f"127.0.0.1:{quorum}:{election}{':observer' if i + 1 in observers else ''}"
+                                  f";127.0.0.1:{client}"
                for i, (client, quorum, election) in enumerate(ports)}
     servers: list[ServerProcess] = []
     try:
@@ -277,12 +278,13 @@ def start_ensemble(kinds: Sequence[str], settings: Mapping[str, str | None] | No
             os.makedirs(os.path.join(workdir, "data"))
             with open(os.path.join(workdir, "data", "myid"), "w", encoding="ascii") as f:
                 f.write(f"{myid}\n")
-            # cnxTimeout is Apache's only (zkpy refuses keys it does not know); both get TTL nodes
-            own = {"cnxTimeout": "1000"} if kind == "apache" else {"extendedTypesEnabled": "true"}
+            # TTL nodes: a zoo.cfg key for zkpy, a system property for Apache (set in _member_command)
+            own = {"cnxTimeout": "1000"} if kind == "apache" else {"cnxTimeout": "1000", "extendedTypesEnabled": "true"}
             cfg = _write_cfg(workdir, client, {
                 "tickTime": str(tick_ms), "initLimit": "10", "syncLimit": "5",
                 "admin.enableServer": "false", "standaloneEnabled": "false", "reconfigEnabled": "false",
                 **own, **members, **(settings or {}),
+                **({"peerType": "observer"} if myid in observers else {}),
             })
             log_path = os.path.join(workdir, "server.log")
             cmd = _member_command(kind, cfg, jvm_props)
