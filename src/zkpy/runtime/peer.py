@@ -470,6 +470,7 @@ class LeaderTerm:
         peer = self.peer
         log.info("server %d: epoch %d established with a quorum: serving as leader", peer.sid, epoch)
         self.tree.last_processed_zxid = make_zxid(epoch, 0)  # as ZooKeeper's startZkServer sets it
+        self.tree.set_config_node(config_string(peer.quorum).encode("utf-8"), 0, _wall_ms())
         peer.core = ServerCore(peer.config, _now_ms(), _wall_ms(), log=log.info, tree=self.tree, role=LEADER,
                                next_zxid=make_zxid(epoch, 1))
         peer.mode = "leader"
@@ -687,6 +688,7 @@ class LearnerTerm:
         peer = self.peer
         log.info("server %d: synchronised with leader %d in epoch %d: serving as %s", peer.sid, self.leader_sid,
                  epoch, self.role)
+        self.tree.set_config_node(config_string(peer.quorum).encode("utf-8"), 0, _wall_ms())
         peer.core = ServerCore(peer.config, _now_ms(), _wall_ms(), log=log.info, tree=self.tree, role=LEARNER)
         peer.mode = self.role
         assert peer.election is not None

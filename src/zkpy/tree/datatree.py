@@ -133,6 +133,18 @@ class DataTree:
             self.nodes[parent_of(path)].children[basename(path)] = None
         self.nodes["/zookeeper/config"].aversion = -1  # DataTree.addConfigNode sets the ACL with version -1
 
+    def set_config_node(self, data: bytes, config_version: int, time_ms: int) -> None:
+        """An ensemble's ``/zookeeper/config``: its config string, as ZooKeeper's
+        initConfigInZKDatabase writes it (version -1, mzxid the config version). Outside the
+        digest, like every node under /zookeeper."""
+        node = self.nodes.get("/zookeeper/config")
+        if node is None:
+            return
+        node.data = data
+        node.version = -1
+        node.mzxid = config_version
+        node.mtime = time_ms
+
     @classmethod
     def empty(cls) -> DataTree:
         """A tree without a single node, not even the root, digest 0: what a snapshot loader fills."""
