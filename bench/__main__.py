@@ -11,6 +11,10 @@ latency, restart on a large tree, snapshots under load): see ``bench/durability.
 
 ``python -m bench client [...]`` compares zkpy's client with kazoo (one session's pipelined
 throughput, synchronous call latency) on both servers: see ``bench/clientbench.py``.
+
+``python -m bench ensemble [...]`` compares a 3-server zkpy ensemble with a 3-server Apache
+ZooKeeper ensemble (throughput spread over the servers, create latency, leader failover): see
+``bench/ensemble.py`` and ``python -m bench ensemble --help``.
 """
 
 from __future__ import annotations
@@ -157,6 +161,10 @@ def main(argv: list[str] | None = None) -> int:
         from . import clientbench
 
         return clientbench.main(argv[1:])
+    if argv[:1] == ["ensemble"]:
+        from . import ensemble
+
+        return ensemble.main(argv[1:])
     args = parse_args(argv)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     for m in modes:

@@ -133,7 +133,6 @@ def test_one_server_ensemble_serves_stops_and_comes_back_with_its_data(directory
     assert log.count("--- zkpy ensemble: starting server.1") == 2
 
 
-@pytest.mark.xfail(reason="needs the quorum runtime", strict=False)
 def test_three_server_ensemble_replicates_and_stops_on_sigterm(directory: Path) -> None:
     supervisor = Supervisor(directory, "--size", "3", "--tick-ms", "200")
     pids: list[int] = []
