@@ -428,9 +428,10 @@ class Leader:
             raise ZabError(f"proposal 0x{zxid:x} after 0x{self.last_proposed:x}")
         self.last_proposed = zxid
         self.outstanding.append(Outstanding(zxid, data))
+        packet = QuorumPacket(PacketType.PROPOSAL, zxid, data, None)  # one object: the shell encodes it once
         for h in self.learners.values():
             if h.synced_from_leader and not h.observer:
-                self._send(h, PacketType.PROPOSAL, zxid, data)
+                self._actions.append(Send(h.cid, packet))
 
     def logged(self, zxid: int) -> None:
         """My own log holds every proposal up to ``zxid`` (fsynced): my ack."""
@@ -534,13 +535,15 @@ class Leader:
             self.last_committed = o.zxid
             self.committed.add(LoggedTxn(o.zxid, o.data))
             count += 1
+            commit = inform = None
             for h in self.learners.values():
-                if h.phase is LearnerPhase.FORWARDING or h.phase is LearnerPhase.AWAIT_UPTODATE \
-                        or h.phase is LearnerPhase.AWAIT_NEWLEADER_ACK:
+                if h.synced_from_leader:
                     if h.observer:
-                        self._send(h, PacketType.INFORM, o.zxid, o.data)
+                        inform = inform or QuorumPacket(PacketType.INFORM, o.zxid, o.data, None)
+                        self._actions.append(Send(h.cid, inform))
                     else:
-                        self._send(h, PacketType.COMMIT, o.zxid)
+                        commit = commit or QuorumPacket(PacketType.COMMIT, o.zxid, None, None)
+                        self._actions.append(Send(h.cid, commit))
             for cid in self._pending_syncs.pop(o.zxid, ()):
                 h2 = self.learners.get(cid)
                 if h2 is not None:

@@ -424,11 +424,14 @@ class LeaderTerm:
     def run_actions(self) -> None:
         peer = self.peer
         while actions := self.zab.ready():
+            encoded: dict[int, bytes] = {}  # a packet sent to every learner is encoded once
             for a in actions:
                 if isinstance(a, zl.Send):
                     link = self.links.get(a.cid)
                     if link is not None:
-                        data = a.packet.to_bytes()
+                        data = encoded.get(id(a.packet))
+                        if data is None:
+                            data = encoded[id(a.packet)] = a.packet.to_bytes()
                         if a.snapshot:
                             data += snapshot_stream(self.tree)
                         link.send(data)
