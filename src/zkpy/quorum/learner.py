@@ -172,6 +172,7 @@ class Learner:
         self._persist_until = -1  # PERSIST: the zxid whose fsync releases the NEWLEADER ack
         self._logged_upto = last_logged_zxid
         self._deadline_ms = now_ms + self.init_limit_ms
+        self._served = False
         self._actions: list[Action] = []
 
     # ------------------------------------------------------------ outputs
@@ -311,6 +312,7 @@ class Learner:
     def _on_uptodate(self) -> None:
         self._send(PacketType.ACK, make_zxid(self.new_epoch, 0))
         self.phase = Phase.BROADCAST
+        self._served = True
         self._actions.append(Serve(self.new_epoch))
         if not self.observer:
             for zxid in self._to_ack_at_uptodate:
@@ -383,6 +385,13 @@ class Learner:
                     if z > self._persist_until:
                         self._send(PacketType.ACK, z)
             self._apply_ready()
+
+    def unapplied_logged(self) -> list[tuple[int, bytes]]:
+        """Once serving: every txn handed to the log and not applied, in order. A shell whose
+        log has synced them can apply them to carry its tree into the next term."""
+        if self.phase is not Phase.BROADCAST and not (self.phase is Phase.FAILED and self._served):
+            raise LearnerError("unapplied_logged before serving")
+        return [(t.zxid, t.data) for t in self._txns if not t.sync]
 
     def _apply_ready(self) -> None:
         while self._txns and self._txns[0].logged and self._txns[0].committed:

@@ -1,9 +1,13 @@
 """The shell of an ensemble member (QuorumPeer): election, then one term as leader or learner,
 over and over, until stopped.
 
-Each term starts from disk: the data dir is recovered (snapshot + every logged txn, committed
-or not, as ZooKeeper's fastForwardDataBase does), the epochs are loaded, and the election runs
-with the last logged zxid. The Zab cores (``zkpy.quorum.leader`` / ``learner``) decide; this
+At startup the data dir is recovered (snapshot + every logged txn, committed or not). A term
+that ends hands its tree on to the next (``History``): the txns it logged but never applied
+are applied to it first, as ZooKeeper's fastForwardDataBase does, so the tree equals what a
+recovery from disk would give without reading the disk again. A learner term that ended before
+it served (its synchronisation unfinished: a snapshot not yet written, an epoch not adopted)
+hands nothing on, and the next term recovers from disk. The election runs with the last zxid
+of that history. The Zab cores (``zkpy.quorum.leader`` / ``learner``) decide; this
 module moves their packets over the quorum port, runs their persistence actions in order, and
 plugs the request pipeline (``ServerCore``) in once the term serves. When a term ends every
 client connection is closed (clients move to another server with their session) and nothing of
@@ -25,13 +29,14 @@ import struct
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from zkpy.config import LearnerType, ServerConfig
 from zkpy.ids import make_zxid, zxid_epoch
 from zkpy.quorum import leader as zl
 from zkpy.quorum import learner as zf
-from zkpy.quorum.sync import CommittedLog, LoggedTxn
+from zkpy.quorum.sync import DEFAULT_COMMITTED_LOG, CommittedLog, LoggedTxn
 from zkpy.quorum.verifier import QuorumMaj, config_string
 from zkpy.runtime.election_net import ElectionService
 from zkpy.runtime.osdisk import OsDisk
@@ -54,13 +59,12 @@ from zkpy.storage.truncate import truncate_to
 from zkpy.storage.txnlog import decode_payload, encode_payload
 from zkpy.tree.datatree import DataTree
 from zkpy.wire.quorum import PacketType, QuorumPacket, read_quorum_packet
-from zkpy.wire.txn import TxnHeader
 
 log = logging.getLogger("zkpy.quorum")
 
 _TOUCH = struct.Struct(">qi")
 LEARNER_CONNECT_TRIES = 5  # Learner.connectToLeader
-LEARNER_CONNECT_DELAY_S = 1.0  # leaderConnectDelayDuringRetryMs default
+LEARNER_CONNECT_DELAY_S = 0.1  # leaderConnectDelayDuringRetryMs default (100 ms in 3.8)
 
 
 def _now_ms() -> int:
@@ -69,6 +73,19 @@ def _now_ms() -> int:
 
 def _wall_ms() -> int:
     return int(time.time() * 1000)
+
+
+@dataclass(slots=True)
+class History:
+    """What one term hands the next: the tree (every logged txn applied) and its recent txns,
+    a new leader's committed log."""
+
+    tree: DataTree
+    committed: list[LoggedTxn]
+
+    @classmethod
+    def of(cls, recovered: Recovered) -> History:
+        return cls(recovered.tree, [LoggedTxn(h.zxid, encode_payload(h, t)) for h, t in recovered.replayed_tail])
 
 
 class TermEnded(Exception):
@@ -90,7 +107,8 @@ class QuorumPeer:
         self.disk = OsDisk(faults, config.force_sync)
         self.dirs = DataDirs.of(config.data_dir, config.data_log_dir)
         # what ClientProtocol and the four-letter words read
-        self.core: ServerCore | None = None
+        self.core: ServerCore | None = None  # the core serving clients (None between terms)
+        self.core_of_term: ServerCore | None = None  # the current term's core, also once it stopped serving
         self.mode = "looking"
         self.persistence: Persistence | None = None
         self.protocols: dict[int, ClientProtocol] = {}
@@ -142,9 +160,9 @@ class QuorumPeer:
 
     async def run(self, stop: asyncio.Event) -> None:
         self.loop = asyncio.get_running_loop()
-        recovered = self._recover()
-        epochs = load_epochs(self.disk, self.dirs.snap_dir, recovered.tree.last_processed_zxid, log.info)
-        self.election = ElectionService(self.config, last_zxid=recovered.tree.last_processed_zxid,
+        history = self._recover()
+        epochs = load_epochs(self.disk, self.dirs.snap_dir, history.tree.last_processed_zxid, log.info)
+        self.election = ElectionService(self.config, last_zxid=history.tree.last_processed_zxid,
                                         current_epoch=epochs.current, cnx_timeout_ms=self.quorum.cnx_timeout_ms)
         await self.election.start()
         self._server = await self.loop.create_server(
@@ -154,10 +172,10 @@ class QuorumPeer:
         stopping = asyncio.ensure_future(stop.wait())
         try:
             while not stop.is_set() and self.failure is None:
-                await self._one_term(recovered, stopping)
+                carried = await self._one_term(history, stopping)
                 if stop.is_set() or self.failure is not None:
                     break
-                recovered = self._recover()
+                history = carried if carried is not None else self._recover()
         finally:
             stopping.cancel()
             self.close_clients()
@@ -170,7 +188,7 @@ class QuorumPeer:
         if self.failure is not None:
             raise DiskFailure(str(self.failure)) from self.failure
 
-    def _recover(self) -> Recovered:
+    def _recover(self) -> History:
         for directory in (self.dirs.snap_dir, self.dirs.log_dir):
             self.disk.makedirs(directory)
         gc.disable()
@@ -185,7 +203,7 @@ class QuorumPeer:
             p = Persistence(self.config, self.disk, self.dirs)
             p.write_initial_snapshot(recovered.tree)
             p.close()
-        return recovered
+        return History.of(recovered)
 
     def _unadopted_epoch(self, last_zxid: int) -> int | None:
         """Cut off txns of an epoch whose NEWLEADER this server never acknowledged.
@@ -207,24 +225,26 @@ class QuorumPeer:
         truncate_to(self.disk, self.dirs, keep, log.info)
         return epoch
 
-    async def _one_term(self, recovered: Recovered, stopping: asyncio.Future[Any]) -> None:
+    async def _one_term(self, history: History, stopping: asyncio.Future[Any]) -> History | None:
+        """Elect, then run one term; the history for the next term, or None to recover from disk."""
         assert self.election is not None
-        tree = recovered.tree
+        tree = history.tree
         epochs = load_epochs(self.disk, self.dirs.snap_dir, tree.last_processed_zxid, log.info)
         self.mode = "looking"
         electing = asyncio.ensure_future(self.election.elect(tree.last_processed_zxid, epochs.current))
         await asyncio.wait([electing, stopping], return_when=asyncio.FIRST_COMPLETED)
         if not electing.done():
             electing.cancel()
-            return
+            return None
         decision = electing.result()
         log.info("server %d: election decided: leader %d, I am %s", self.sid, decision.leader, decision.state.name)
         term: LeaderTerm | LearnerTerm
         if decision.leader == self.sid:
-            term = LeaderTerm(self, recovered, epochs.accepted, epochs.current)
+            term = LeaderTerm(self, history, epochs.accepted, epochs.current)
         else:
-            term = LearnerTerm(self, recovered, decision.leader, epochs.accepted, epochs.current)
+            term = LearnerTerm(self, history, decision.leader, epochs.accepted, epochs.current)
         self.term = term
+        self.core_of_term = None
         running = asyncio.ensure_future(term.run())
         try:
             await asyncio.wait([running, stopping], return_when=asyncio.FIRST_COMPLETED)
@@ -241,6 +261,7 @@ class QuorumPeer:
             self.term = None
             self.close_clients()
             self.mode = "looking"
+        return term.carry_over() if self.failure is None else None
 
     def disk_failed(self, exc: BaseException) -> None:
         """Fail-stop, as standalone: nothing unlogged is ever acknowledged."""
@@ -298,6 +319,7 @@ class LearnerLink(asyncio.Protocol):
         self.cid = next(term.cids)
         self.stream = PacketStream(term.peer.config.max_buffer)
         self.transport: asyncio.Transport | None = None
+        self.out: list[bytes] = []
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -325,20 +347,26 @@ class LearnerLink(asyncio.Protocol):
         self.term.zab.disconnected(self.cid)
         log.info("learner connection %d closed", self.cid)
 
-    def send(self, data: bytes) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(data)
+    def queue(self, data: bytes) -> None:
+        self.out.append(data)
+
+    def flush(self) -> None:
+        """One write for every packet queued in this turn."""
+        if self.out:
+            if self.transport is not None and not self.transport.is_closing():
+                self.transport.write(b"".join(self.out))
+            self.out.clear()
 
 
 class LeaderTerm:
     role = "leader"
 
-    def __init__(self, peer: QuorumPeer, recovered: Recovered, accepted: int, current: int) -> None:
+    def __init__(self, peer: QuorumPeer, history: History, accepted: int, current: int) -> None:
         self.peer = peer
-        self.tree: DataTree = recovered.tree
+        self.tree: DataTree = history.tree
         cfg = peer.config
         q = peer.quorum
-        committed = CommittedLog(LoggedTxn(h.zxid, encode_payload(h, t)) for h, t in recovered.replayed_tail)
+        committed = CommittedLog(history.committed)
         self.zab = zl.Leader(peer.sid, peer.verifier, accepted_epoch=accepted, current_epoch=current,
                              last_zxid=self.tree.last_processed_zxid, committed=committed, now_ms=_now_ms(),
                              tick_ms=cfg.tick_ms, init_limit=q.init_limit_ticks, sync_limit=q.sync_limit_ticks,
@@ -384,6 +412,17 @@ class LeaderTerm:
         if self.peer.persistence is self.persistence:
             self.peer.persistence = None
 
+    def carry_over(self) -> History:
+        """After ``close``: every proposal handed to the log is on disk; apply those never committed."""
+        core = self.peer.core_of_term if self.peer.core_of_term is not None else None
+        committed = list(self.zab.committed)
+        if core is not None:
+            for p in core.proposals[:self.handed]:
+                self.tree.apply(p.hdr, p.txn)
+                committed.append(LoggedTxn(p.hdr.zxid, encode_payload(p.hdr, p.txn)))
+            self.tree.events.clear()
+        return History(self.tree, committed)
+
     def _tick(self) -> None:
         now = _now_ms()
         self.zab.tick(now)
@@ -410,10 +449,12 @@ class LeaderTerm:
         if core is not None and len(core.proposals) > self.handed:
             new = core.proposals[self.handed:]
             self.handed = len(core.proposals)
-            self.persistence.log_txns([(p.hdr, p.txn) for p in new], core.tree)
-            for p in new:
-                self.logging.append(p.hdr.zxid)
-                self.zab.propose(p.hdr.zxid, encode_payload(p.hdr, p.txn))
+            zxids = [p.hdr.zxid for p in new]
+            payloads = [encode_payload(p.hdr, p.txn) for p in new]
+            self.persistence.log_payloads(zxids, payloads, core.tree)
+            self.logging.extend(zxids)
+            for zxid, payload in zip(zxids, payloads):
+                self.zab.propose(zxid, payload)
         if core is not None and core.quorum_checks:
             for token in core.quorum_checks:
                 self.zab.check_quorum(token)
@@ -434,7 +475,7 @@ class LeaderTerm:
                             data = encoded[id(a.packet)] = a.packet.to_bytes()
                         if a.snapshot:
                             data += snapshot_stream(self.tree)
-                        link.send(data)
+                        link.queue(data)
                 elif isinstance(a, zl.Commit):
                     core = peer.core
                     assert core is not None
@@ -468,14 +509,16 @@ class LeaderTerm:
                         peer.core.quorum_confirmed(a.token)
                 elif isinstance(a, zl.Failed):
                     self.end(a.reason)
+        for link in self.links.values():
+            link.flush()
 
     def _establish(self, epoch: int) -> None:
         peer = self.peer
         log.info("server %d: epoch %d established with a quorum: serving as leader", peer.sid, epoch)
         self.tree.last_processed_zxid = make_zxid(epoch, 0)  # as ZooKeeper's startZkServer sets it
         self.tree.set_config_node(config_string(peer.quorum).encode("utf-8"), 0, _wall_ms())
-        peer.core = ServerCore(peer.config, _now_ms(), _wall_ms(), log=log.info, tree=self.tree, role=LEADER,
-                               next_zxid=make_zxid(epoch, 1))
+        peer.core = peer.core_of_term = ServerCore(peer.config, _now_ms(), _wall_ms(), log=log.info, tree=self.tree,
+                                                   role=LEADER, next_zxid=make_zxid(epoch, 1))
         peer.mode = "leader"
         assert peer.election is not None
         peer.election.update_peer_epoch(epoch)
@@ -485,11 +528,12 @@ class LeaderTerm:
 
 
 class LearnerTerm:
-    def __init__(self, peer: QuorumPeer, recovered: Recovered, leader_sid: int, accepted: int, current: int) -> None:
+    def __init__(self, peer: QuorumPeer, history: History, leader_sid: int, accepted: int, current: int) -> None:
         self.peer = peer
         self.role = "observer" if peer.observer else "follower"
         self.leader_sid = leader_sid
-        self.tree: DataTree = recovered.tree
+        self.tree: DataTree = history.tree
+        self.committed: deque[LoggedTxn] = deque(history.committed, maxlen=DEFAULT_COMMITTED_LOG)
         cfg = peer.config
         q = peer.quorum
         self.zab = zf.Learner(peer.sid, observer=peer.observer, accepted_epoch=accepted, current_epoch=current,
@@ -501,7 +545,9 @@ class LearnerTerm:
         self.writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task[None] | None = None
         self._ticker: asyncio.TimerHandle | None = None
-        self._to_log: list[tuple[TxnHeader, Any]] = []
+        self._to_log: list[tuple[int, bytes]] = []
+        self._out: list[bytes] = []
+        self.served = False
 
     async def run(self) -> str:
         peer = self.peer
@@ -556,6 +602,8 @@ class LearnerTerm:
                     self.flush()
         except asyncio.CancelledError:
             raise
+        except (ConnectionError, TermEnded) as exc:
+            self.end(f"connection to the leader lost: {exc}")
         except Exception as exc:  # a malformed stream or a failed action: this term is over
             log.exception("server %d: following leader %d failed", self.peer.sid, self.leader_sid)
             self.end(f"error while following: {exc}")
@@ -574,6 +622,7 @@ class LearnerTerm:
         tree, used = got
         tree.last_processed_zxid = packet.zxid
         self.tree = tree
+        self.committed.clear()  # a new history: the old one's txns are no DIFF base any more
         stream.feed(buf[used:])
         log.info("server %d: snapshot 0x%x from the leader: %d znodes, %d bytes in %.2fs", self.peer.sid,
                  packet.zxid, tree.node_count(), used, time.monotonic() - t0)
@@ -622,13 +671,24 @@ class LearnerTerm:
         self.peer.write_clients()
 
     def _send(self, packet: QuorumPacket) -> None:
-        if self.writer is not None and not self.writer.is_closing():
-            self.writer.write(packet.to_bytes())
+        self._out.append(packet.to_bytes())
 
     def _log_pending(self) -> None:
         if self._to_log:
-            self.persistence.log_txns(self._to_log, self.tree)
+            self.persistence.log_payloads([z for z, _ in self._to_log], [d for _, d in self._to_log], self.tree)
             self._to_log = []
+
+    def carry_over(self) -> History | None:
+        """After ``close``: a learner that served hands its tree on, with every txn it logged
+        applied; one that did not (its sync unfinished) makes the next term recover from disk."""
+        if not self.served:
+            return None
+        for zxid, data in self.zab.unapplied_logged():
+            hdr, txn = decode_payload(data)
+            self.tree.apply(hdr, txn)
+            self.committed.append(LoggedTxn(zxid, data))
+        self.tree.events.clear()
+        return History(self.tree, list(self.committed))
 
     def run_actions(self) -> None:
         peer = self.peer
@@ -639,11 +699,11 @@ class LearnerTerm:
                 if isinstance(a, zf.Send):
                     self._send(a.packet)
                 elif isinstance(a, zf.Log):
-                    hdr, txn = decode_payload(a.data)
                     self.logging.append(a.zxid)
-                    self._to_log.append((hdr, txn))
+                    self._to_log.append((a.zxid, a.data))
                 elif isinstance(a, zf.Apply):
                     hdr, txn = decode_payload(a.data)
+                    self.committed.append(LoggedTxn(a.zxid, a.data))
                     if peer.core is not None:
                         peer.core.set_time(_now_ms(), _wall_ms())
                         peer.core.apply_committed(hdr, txn)
@@ -673,6 +733,10 @@ class LearnerTerm:
                 elif isinstance(a, zf.Failed):
                     self.end(a.reason)
             self._log_pending()
+        if self._out:
+            if self.writer is not None and not self.writer.is_closing():
+                self.writer.write(b"".join(self._out))
+            self._out.clear()
 
     def _truncate(self, zxid: int) -> None:
         """TRUNC: cut my log after ``zxid`` and reload (ZOOKEEPER-1154: the uncommitted txns must
@@ -681,7 +745,9 @@ class LearnerTerm:
         log.warning("server %d: truncating my log to 0x%x for leader %d", peer.sid, zxid, self.leader_sid)
         self.persistence.close()
         truncate_to(peer.disk, peer.dirs, zxid, log.info)
-        self.tree = recover(peer.disk, peer.dirs, log.info).tree
+        recovered = recover(peer.disk, peer.dirs, log.info)
+        self.tree = recovered.tree
+        self.committed = deque(History.of(recovered).committed, maxlen=DEFAULT_COMMITTED_LOG)
         loop = asyncio.get_running_loop()
         self.persistence = Persistence(peer.config, peer.disk, peer.dirs)
         self.persistence.start(loop, self._durable, peer.disk_failed)
@@ -692,7 +758,9 @@ class LearnerTerm:
         log.info("server %d: synchronised with leader %d in epoch %d: serving as %s", peer.sid, self.leader_sid,
                  epoch, self.role)
         self.tree.set_config_node(config_string(peer.quorum).encode("utf-8"), 0, _wall_ms())
-        peer.core = ServerCore(peer.config, _now_ms(), _wall_ms(), log=log.info, tree=self.tree, role=LEARNER)
+        peer.core = peer.core_of_term = ServerCore(peer.config, _now_ms(), _wall_ms(), log=log.info, tree=self.tree,
+                                                   role=LEARNER)
+        self.served = True
         peer.mode = self.role
         assert peer.election is not None
         peer.election.update_peer_epoch(epoch)

@@ -33,7 +33,7 @@ from zkpy.config import ServerConfig
 from zkpy.storage.disk import AppendFile, Disk, join
 from zkpy.storage.files import DataDirs
 from zkpy.storage.snapshot import SnapshotWriter, snapshot_name
-from zkpy.storage.txnlog import TxnLogWriter, encode_entry
+from zkpy.storage.txnlog import TxnLogWriter, encode_entry, frame_payload
 from zkpy.tree.datatree import DataTree
 
 log = logging.getLogger("zkpy.persistence")
@@ -192,6 +192,20 @@ class Persistence:
         self.txns_since_roll += len(entries)
         roll = self.txns_since_roll > self.roll_at
         self.worker.submit(entries[0][0].zxid, records, len(entries), roll)
+        if roll:
+            self.txns_since_roll = 0
+            self.roll_at = self._next_roll()
+            self.start_snapshot(tree)
+
+    def log_payloads(self, zxids: Sequence[int], payloads: Sequence[bytes], tree: DataTree) -> None:
+        """The same for txns already serialized (a quorum peer's proposals), written as they are."""
+        if self.failed is not None or not payloads:
+            return
+        assert self.worker is not None
+        records = b"".join([frame_payload(p) for p in payloads])
+        self.txns_since_roll += len(payloads)
+        roll = self.txns_since_roll > self.roll_at
+        self.worker.submit(zxids[0], records, len(payloads), roll)
         if roll:
             self.txns_since_roll = 0
             self.roll_at = self._next_roll()

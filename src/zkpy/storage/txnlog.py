@@ -129,6 +129,11 @@ def encode_entry(hdr: TxnHeader, txn: Record, digest: TxnDigest | None) -> bytes
     return _FRAME.pack(zlib.adler32(out), len(out)) + out + b"B"
 
 
+def frame_payload(payload: bytes) -> bytes:
+    """The record for an already serialized header + txn (+ digest): a PROPOSAL's data as it came."""
+    return _FRAME.pack(zlib.adler32(payload), len(payload)) + payload + b"B"
+
+
 def encode_payload(hdr: TxnHeader, txn: Record) -> bytes:
     """Header + txn as a PROPOSAL carries them (SerializeUtils.serializeRequest, no digest)."""
     out = bytearray()
