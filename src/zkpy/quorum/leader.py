@@ -231,6 +231,8 @@ class Leader:
         self._newleader_acked: set[int] = set()
         self._phase_deadline_ms = now_ms + self.init_limit_ms
         self.outstanding: deque[Outstanding] = deque()
+        self._outstanding_by_zxid: dict[int, Outstanding] = {}
+        self._logged_upto = last_zxid  # my own log is synced up to here (my ack of every proposal before)
         self.last_proposed = last_zxid
         self.last_committed = last_zxid
         self._pending_syncs: dict[int, list[int]] = {}  # zxid -> cids whose SYNC waits on it
@@ -427,15 +429,20 @@ class Leader:
         if zxid <= self.last_proposed:
             raise ZabError(f"proposal 0x{zxid:x} after 0x{self.last_proposed:x}")
         self.last_proposed = zxid
-        self.outstanding.append(Outstanding(zxid, data))
+        o = Outstanding(zxid, data)
+        self.outstanding.append(o)
+        self._outstanding_by_zxid[zxid] = o
         packet = QuorumPacket(PacketType.PROPOSAL, zxid, data, None)  # one object: the shell encodes it once
         for h in self.learners.values():
             if h.synced_from_leader and not h.observer:
                 self._actions.append(Send(h.cid, packet))
 
     def logged(self, zxid: int) -> None:
-        """My own log holds every proposal up to ``zxid`` (fsynced): my ack."""
-        self._ack(self.sid, zxid, upto=True)
+        """My own log holds every proposal up to ``zxid`` (fsynced): my ack of each."""
+        if zxid > self._logged_upto:
+            self._logged_upto = zxid
+            if self.phase is Phase.BROADCAST:
+                self._try_commit()
 
     def _on_broadcast_packet(self, h: LearnerHandle, p: QuorumPacket) -> None:
         t = p.type
@@ -517,21 +524,29 @@ class Leader:
                     self._pending_syncs.setdefault(check.after_zxid, []).append(h.cid)
         self._checks = still
 
-    def _ack(self, sid: int, zxid: int, upto: bool = False) -> None:
+    def _ack(self, sid: int, zxid: int) -> None:
         if self.phase is not Phase.BROADCAST or zxid_counter(zxid) == 0:
             return
-        for o in self.outstanding:
-            if o.zxid > zxid:
-                break
-            if upto or o.zxid == zxid:
-                o.acks.add(sid)
-        self._try_commit()
+        o = self._outstanding_by_zxid.get(zxid)
+        if o is not None:
+            o.acks.add(sid)
+            if o is self.outstanding[0]:
+                self._try_commit()
 
     def _try_commit(self) -> None:
+        """Commit from the oldest outstanding proposal while each has a quorum of acks (mine
+        included); the Commit action comes first, so a SNAP serialized by a later action holds
+        these txns."""
         count = 0
-        while self.outstanding and self.verifier.contains_quorum(self.outstanding[0].acks) \
-                and self.sid in self.outstanding[0].acks:
-            o = self.outstanding.popleft()
+        sends: list[Action] = []
+        outstanding = self.outstanding
+        while outstanding and outstanding[0].zxid <= self._logged_upto:
+            head = outstanding[0]
+            head.acks.add(self.sid)
+            if not self.verifier.contains_quorum(head.acks):
+                break
+            o = outstanding.popleft()
+            del self._outstanding_by_zxid[o.zxid]
             self.last_committed = o.zxid
             self.committed.add(LoggedTxn(o.zxid, o.data))
             count += 1
@@ -540,28 +555,16 @@ class Leader:
                 if h.synced_from_leader:
                     if h.observer:
                         inform = inform or QuorumPacket(PacketType.INFORM, o.zxid, o.data, None)
-                        self._actions.append(Send(h.cid, inform))
+                        sends.append(Send(h.cid, inform))
                     else:
                         commit = commit or QuorumPacket(PacketType.COMMIT, o.zxid, None, None)
-                        self._actions.append(Send(h.cid, commit))
+                        sends.append(Send(h.cid, commit))
             for cid in self._pending_syncs.pop(o.zxid, ()):
-                h2 = self.learners.get(cid)
-                if h2 is not None:
-                    self._send(h2, PacketType.SYNC, 0)
-            # the Commit action for this txn must precede any SNAP a later action serializes
-            self._actions.append(Commit(1))
+                if cid in self.learners:
+                    sends.append(Send(cid, QuorumPacket(PacketType.SYNC, 0, None, None)))
         if count:
-            self._merge_commits()
-
-    def _merge_commits(self) -> None:
-        """Fold runs of Commit(1) with nothing in between into one Commit(n)."""
-        merged: list[Action] = []
-        for a in self._actions:
-            if isinstance(a, Commit) and merged and isinstance(merged[-1], Commit):
-                merged[-1] = Commit(merged[-1].count + a.count)
-            else:
-                merged.append(a)
-        self._actions = merged
+            self._actions.append(Commit(count))
+            self._actions.extend(sends)
 
     # ------------------------------------------------------------ time
 

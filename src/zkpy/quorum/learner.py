@@ -349,7 +349,10 @@ class Learner:
             session, valid = _REVALIDATE_REP.unpack_from(data, 0)
             self._actions.append(Revalidated(session, valid))
         elif t == PacketType.SYNC:
-            self._txns.append(_Txn(-1, b"", logged=True, committed=True, sync=True))
+            # answered once every txn committed before it is applied; proposals not yet
+            # committed (made after the sync) do not hold it up
+            at = next((i for i, txn in enumerate(self._txns) if not txn.committed), len(self._txns))
+            self._txns.insert(at, _Txn(-1, b"", logged=True, committed=True, sync=True))
             self._apply_ready()
         elif t == PacketType.UPTODATE:
             pass  # ZooKeeper logs this and carries on

@@ -331,9 +331,10 @@ class LearnerLink(asyncio.Protocol):
         self.stream.feed(data)
         term = self.term
         try:
+            now = _now_ms()
             while (packet := self.stream.next()) is not None:
-                term.zab.step(self.cid, packet, _now_ms())
-                term.run_actions()
+                term.zab.step(self.cid, packet, now)
+            term.run_actions()  # once for everything that arrived: one write per learner
         except Exception as exc:  # a malformed stream: drop this learner only
             log.warning("learner connection %d: %s", self.cid, exc)
             term.zab.disconnected(self.cid)
@@ -592,11 +593,14 @@ class LearnerTerm:
                     self.end("the leader closed the connection")
                     return
                 stream.feed(data)
+                now = _now_ms()
                 while (packet := stream.next()) is not None:
                     if packet.type == PacketType.SNAP:
+                        self.run_actions()
                         await self._receive_snapshot(packet, stream, reader)
-                    self.zab.step(packet, _now_ms())
-                    self.run_actions()
+                        now = _now_ms()
+                    self.zab.step(packet, now)
+                self.run_actions()
                 self.peer.write_clients()
                 if self.peer.core is not None:
                     self.flush()
