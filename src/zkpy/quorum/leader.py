@@ -316,6 +316,12 @@ class Leader:
         h.observer = p.type == PacketType.OBSERVERINFO or not self.verifier.is_voter(h.sid)
         h.accepted_epoch = zxid_epoch(p.zxid)
         h.phase = LearnerPhase.AWAIT_EPOCH
+        if self.phase is not Phase.DISCOVERY and not h.observer and h.accepted_epoch > self.epoch:
+            # it acked a newer would-be leader's LEADERINFO: it would refuse mine for ever (and
+            # ZooKeeper's learners do the same). A new election picks an epoch past it.
+            self._fail(f"learner {h.sid} accepted epoch {h.accepted_epoch}, newer than mine ({self.epoch}): "
+                       "stepping down so that the next election picks a newer epoch")
+            return
         if self.phase is Phase.DISCOVERY:
             if not h.observer:
                 self._connecting[h.sid] = max(self._connecting.get(h.sid, -1), h.accepted_epoch)
@@ -423,7 +429,10 @@ class Leader:
     # ------------------------------------------------------------ broadcast
 
     def propose(self, zxid: int, data: bytes) -> None:
-        """The pipeline made a txn (``data``: serialized header + txn); send it to the voters."""
+        """The pipeline made a txn (``data``: serialized header + txn); send it to the voters.
+        Ignored once the leader has stopped: the term is over and the txn is never committed."""
+        if self.phase is Phase.STOPPED:
+            return
         if self.phase is not Phase.BROADCAST:
             raise ZabError("propose before the epoch is established")
         if zxid <= self.last_proposed:

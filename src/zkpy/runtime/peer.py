@@ -752,6 +752,11 @@ class LearnerTerm:
         recovered = recover(peer.disk, peer.dirs, log.info)
         self.tree = recovered.tree
         self.committed = deque(History.of(recovered).committed, maxlen=DEFAULT_COMMITTED_LOG)
+        if self.tree.last_processed_zxid != zxid:
+            # what held the state at zxid is gone (e.g. a snapshot named after a newer epoch's
+            # (e, 0) that SNAP wrote, with no log under it): rejoin from the state recovered, so
+            # that the leader sends what is missing, instead of building on a hole
+            raise TermEnded(f"TRUNC to 0x{zxid:x} left the state at 0x{self.tree.last_processed_zxid:x}: rejoining")
         loop = asyncio.get_running_loop()
         self.persistence = Persistence(peer.config, peer.disk, peer.dirs)
         self.persistence.start(loop, self._durable, peer.disk_failed)

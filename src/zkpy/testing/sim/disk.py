@@ -1,0 +1,131 @@
+"""A simulated server's disk and its fsync worker (group commit), over ``MemoryDisk``.
+
+``SimDisk.crash_now`` is power loss: every file goes back to what its last ``sync`` (or metadata
+change: create, rename, truncate, remove) made durable. In mode ``torn`` the txn logs keep a
+random prefix of the bytes written since their last sync, so the last record may be cut in
+the middle (written bytes land in order: a later byte never survives an earlier one; writes
+that overwrite preallocated zeros tear the same way). In mode ``kill`` (kill -9, the OS
+survives) every written byte stays, synced or not.
+
+``SimLog`` is ``runtime.persistence``'s fsync worker without the thread: txns handed to it
+are appended to the log at once (unsynced), and a sync covering everything handed so far
+completes after a random delay, then reports how many txns are durable; txns handed while a
+sync is in flight wait for the next one (one sync covers a batch: group commit). The log rolls
+after ``snap_count / 2 + random(snap_count / 2)`` txns and a snapshot of the tree is written
+(synchronously: fuzzy snapshots are not modelled, see the package docstring).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from zkpy.storage.disk import MemoryDisk
+from zkpy.storage.txnlog import LOG_PREFIX, TxnLogWriter, encode_entry
+
+CRASH_MODES = ("power", "torn", "kill")
+
+
+class SimDisk(MemoryDisk):
+    """MemoryDisk whose crash can lose, tear or keep the unsynced tail of the txn logs."""
+
+    def crash_now(self, rng: random.Random, mode: str = "power") -> list[str]:
+        """``power``: power loss, every file back to its durable content. ``torn``: the txn logs
+        keep a random prefix of their unsynced bytes. ``kill``: kill -9 of the process, the
+        page cache survives, so every written byte does. Returns the logs whose unsynced bytes
+        were (partly) kept."""
+        if mode not in CRASH_MODES:
+            raise ValueError(f"crash mode {mode!r}")
+        kept = []
+        for path, buf in list(self.files.items()):
+            durable = self.durable.get(path, b"")
+            if mode == "kill" or bytes(buf) == durable:
+                new = bytes(buf)
+                if new != durable:
+                    kept.append(path)
+            elif mode == "torn" and path.rsplit("/", 1)[-1].startswith(LOG_PREFIX + "."):
+                n = min(len(buf), len(durable))
+                d = next((i for i in range(n) if buf[i] != durable[i]), n)
+                k = rng.randrange(0, len(buf) - d + 1)
+                new = bytes(buf[:d + k]) + durable[d + k:]
+                if k:
+                    kept.append(path)
+            else:
+                new = durable
+            self.files[path] = bytearray(new)
+            self.durable[path] = new
+        return kept
+
+
+Post = Callable[[int, Callable[..., Any]], None]
+
+
+class SimLog:
+    """The txn log of one term and its fsync worker; ``on_durable(count)`` reports progress.
+
+    ``post(delay_ms, fn)`` schedules ``fn`` as an event of the owning server (it does not run
+    while the server is paused, nor after it crashed)."""
+
+    def __init__(self, disk: SimDisk, log_dir: str, *, prealloc_bytes: int, snap_count: int, rng: random.Random,
+                 post: Post, fsync_delay: Callable[[], int], on_durable: Callable[[int], None],
+                 on_roll: Callable[[], None]) -> None:
+        self.writer = TxnLogWriter(disk, log_dir, prealloc_bytes)
+        self.rng = rng
+        self.snap_count = snap_count
+        self._post = post
+        self._fsync_delay = fsync_delay
+        self._on_durable = on_durable
+        self._on_roll = on_roll
+        self.handed = 0  # txns appended, not yet covered by a sync that started
+        self.in_flight = 0  # txns covered by the sync in progress
+        self.syncing = False
+        self.closed = False
+        self.txns_since_roll = 0
+        self.roll_at = self._next_roll()
+
+    def _next_roll(self) -> int:
+        half = max(1, self.snap_count // 2)
+        return half + self.rng.randrange(half)
+
+    def log_txns(self, entries: Sequence[tuple[Any, Any]]) -> None:
+        if self.closed or not entries:
+            return
+        records = b"".join([encode_entry(hdr, txn, None) for hdr, txn in entries])
+        self.writer.append(entries[0][0].zxid, records)
+        self.handed += len(entries)
+        self.txns_since_roll += len(entries)
+        if self.txns_since_roll > self.roll_at:
+            self.writer.roll()  # syncs the old file
+            self.txns_since_roll = 0
+            self.roll_at = self._next_roll()
+            self._on_roll()
+        self._kick()
+
+    def _kick(self) -> None:
+        if self.syncing or not self.handed or self.closed:
+            return
+        self.syncing = True
+        self.in_flight, self.handed = self.handed, 0
+        self._post(self._fsync_delay(), self._synced)
+
+    def _synced(self) -> None:
+        if self.closed:
+            return
+        self.writer.sync()
+        self.syncing = False
+        count, self.in_flight = self.in_flight, 0
+        self._on_durable(count)
+        self._kick()
+
+    def close(self) -> int:
+        """The worker finishes what it was handed (a clean stop loses nothing) and stops; returns
+        how many txns that sync made durable without reporting them (the shell's worker reports
+        them after its join, through the loop)."""
+        if self.closed:
+            return 0
+        self.closed = True
+        self.writer.sync()
+        self.writer.close()
+        count, self.in_flight, self.handed = self.in_flight + self.handed, 0, 0
+        return count

@@ -1,0 +1,314 @@
+"""One simulated ensemble member: ``runtime.peer.QuorumPeer`` over the simulated network,
+disk and clock: the process (start, crash, pause, resume), its data dir (recovery, snapshots,
+epoch files) and its election; the terms it runs in between elections are in ``terms``.
+
+It runs the same loop as the real shell: election, then one term as leader or learner, over
+and over. Each term starts from disk (the data dir is recovered: snapshot + every logged txn,
+committed or not; txns of an epoch whose NEWLEADER was never acknowledged are dropped first,
+as ``QuorumPeer._unadopted_epoch`` does). When a term ends nothing of its memory survives into
+the next.
+
+Simulator-only bookkeeping: ``history`` (the zxids the current tree applied, in order) rides
+along with the tree so the checker can compare replicas; each snapshot file's history is
+remembered by path (``snap_history``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from zkpy.config import QuorumConfig, QuorumServer, ServerConfig
+from zkpy.ids import make_zxid, zxid_epoch
+from zkpy.quorum.election import Decision, Election
+from zkpy.quorum.verifier import config_string
+from zkpy.storage.disk import join
+from zkpy.storage.epochs import CURRENT_EPOCH, TMP_SUFFIX, Epochs, load_epochs, read_epoch, write_epoch
+from zkpy.storage.files import DataDirs
+from zkpy.storage.recovery import Recovered, recover
+from zkpy.storage.snapshot import snapshot_name, write_snapshot
+from zkpy.storage.truncate import truncate_to
+from zkpy.storage.txnlog import encode_payload, scan_log
+from zkpy.tree.datatree import DataTree
+from zkpy.wire.quorum import decode_notification, encode_notification, frame, read_frame
+
+from .disk import SimDisk, SimLog
+from .terms import LeaderTerm, LearnerTerm
+
+if TYPE_CHECKING:
+    from .cluster import Cluster
+
+WALL_EPOCH_MS = 1_700_000_000_000  # what the simulated wall clock reads at t=0
+TICK_INTERVAL_MS = 50  # the election's and the terms' timers
+
+
+class SimNode:
+    def __init__(self, cluster: Cluster, sid: int) -> None:
+        self.c = cluster
+        self.sid = sid
+        cfg = cluster.config
+        self.quorum = QuorumConfig(
+            tuple(QuorumServer(n, f"10.0.0.{n}", 2888, 3888) for n in range(1, cfg.nodes + 1)),  # type: ignore[arg-type]
+            my_id=sid, init_limit_ticks=cfg.init_limit, sync_limit_ticks=cfg.sync_limit,  # type: ignore[arg-type]
+            quorum_sync=cfg.quorum_sync)
+        self.config_data = config_string(self.quorum).encode("utf-8")
+        self.config = ServerConfig(tick_ms=cfg.tick_ms, data_dir=f"/sim/{sid}", server_id=sid,
+                                   snap_count=cfg.snap_count, prealloc_kb=max(1, cfg.prealloc_bytes // 1024),
+                                   quorum=self.quorum)
+        self.disk = SimDisk()
+        self.dirs = DataDirs.of(self.config.data_dir)
+        self.incarnation = 0
+        self.alive = False
+        self.paused = False
+        self.deferred: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
+        self.election: Election | None = None
+        self.term: LeaderTerm | LearnerTerm | None = None
+        self.mode = "down"  # down, looking, leading, following (leader: once established; follower: serving)
+        self.tree: DataTree | None = None
+        self.history: list[int] = []
+        self.recovered: Recovered | None = None
+        self.epochs = Epochs(0, 0)
+        self.snap_history: dict[str, tuple[int, ...]] = {}  # snapshot path -> history of the tree it holds
+        self.term_seq = 0
+        self.fsync_ms: tuple[int, int] | None = None  # this server's fsync latency, if not the cluster's
+
+    # ------------------------------------------------------------ events
+
+    @property
+    def now(self) -> int:
+        return self.c.sched.now
+
+    @property
+    def wall_ms(self) -> int:
+        return WALL_EPOCH_MS + self.c.sched.now
+
+    def post(self, delay_ms: int, fn: Callable[..., Any], *args: Any) -> None:
+        """An event of this process: dropped if it has crashed since, held while it is paused."""
+        self.c.sched.after(delay_ms, self.run_event, self.incarnation, fn, *args)
+
+    def run_event(self, inc: int, fn: Callable[..., Any], *args: Any) -> None:
+        if inc != self.incarnation or not self.alive:
+            return
+        if self.paused:
+            self.deferred.append((fn, args))
+            return
+        fn(*args)
+        self._after_event()
+
+    def _after_event(self) -> None:
+        term = self.term
+        if term is not None:
+            if term.flush_due and term.ended is None:
+                term.flush()
+            if term.ended is not None:
+                self._end_term(term.ended)
+
+    # ------------------------------------------------------------ life cycle
+
+    def start(self) -> None:
+        """Start the process (first boot or restart after a crash)."""
+        assert not self.alive
+        self.incarnation += 1
+        self.alive = True
+        self.paused = False
+        self.deferred = []
+        self.election = None
+        self.c.trace_event(self.sid, "start", self.incarnation)
+        self._begin_looking()
+        self.c.sched.after(TICK_INTERVAL_MS, self._tick_event, self.incarnation)
+        self.c.net.node_started(self.sid)
+
+    def crash(self, mode: str = "power") -> list[str]:
+        """The process dies; ``mode`` says what its disk keeps (``SimDisk.crash_now``)."""
+        assert self.alive
+        self.alive = False
+        self.paused = False
+        self.deferred = []
+        self.term = None
+        self.election = None
+        self.tree = None
+        self.mode = "down"
+        kept = self.disk.crash_now(self.c.rng, mode)
+        self.c.net.node_crashed(self.sid)
+        self.c.trace_event(self.sid, f"crash ({mode})", kept)
+        return kept
+
+    def pause(self) -> None:
+        self.paused = True
+        self.c.trace_event(self.sid, "pause", None)
+
+    def resume(self) -> None:
+        """SIGCONT: everything that arrived meanwhile is handled now, in order."""
+        if not self.paused:
+            return
+        self.paused = False
+        self.c.trace_event(self.sid, "resume", len(self.deferred))
+        inc = self.incarnation
+        while self.deferred and self.alive and not self.paused and self.incarnation == inc:
+            fn, args = self.deferred.pop(0)
+            fn(*args)
+            self._after_event()
+
+    def _tick_event(self, inc: int) -> None:
+        if inc != self.incarnation or not self.alive:
+            return
+        self.c.sched.after(TICK_INTERVAL_MS, self._tick_event, inc)
+        if self.paused:
+            return  # a stopped process's timers fire when it continues (the next tick)
+        if self.term is not None:
+            self.term.tick()
+        elif self.election is not None and not self.election.decided:
+            self.election.tick(self.now)
+            self._pump()
+        self._after_event()
+
+    # ------------------------------------------------------------ disk
+
+    def recover(self) -> Recovered:
+        """QuorumPeer._recover: recover the data dir (dropping the txns of an epoch whose NEWLEADER
+        was never acknowledged, writing snapshot.0 on a fresh one) and rebuild ``history``."""
+        rec = recover(self.disk, self.dirs)
+        if self._unadopted_epoch(rec.tree.last_processed_zxid) is not None:
+            rec = recover(self.disk, self.dirs)
+        if rec.fresh:
+            self.take_snapshot(rec.tree, [])
+        self.tree = rec.tree
+        self.history = self._recovered_history(rec)
+        self.recovered = rec
+        for hdr, txn in rec.replayed_tail:
+            self.c.checker.check_txn(self, hdr.zxid, encode_payload(hdr, txn), "recovered")
+        self.c.checker.on_tree(self, rec.tree)
+        return rec
+
+    def _unadopted_epoch(self, last_zxid: int) -> int | None:
+        """QuorumPeer._unadopted_epoch: cut off txns of an epoch newer than currentEpoch."""
+        current = read_epoch(self.disk, self.dirs.snap_dir, CURRENT_EPOCH)
+        pending = read_epoch(self.disk, self.dirs.snap_dir, CURRENT_EPOCH + TMP_SUFFIX)
+        epoch = zxid_epoch(last_zxid)
+        if current is None or current >= epoch or (pending is not None and pending >= epoch):
+            return None
+        truncate_to(self.disk, self.dirs, make_zxid(current + 1, 0) - 1)
+        self.c.stats["unadopted_epoch_dropped"] += 1
+        self.c.trace_event(self.sid, "dropped unadopted epoch", epoch)
+        return epoch
+
+    def _recovered_history(self, rec: Recovered) -> list[int]:
+        if rec.snapshot_path is not None:
+            base = self.snap_history.get(rec.snapshot_path)
+            if base is None:
+                raise RuntimeError(f"simulator: server {self.sid} loaded {rec.snapshot_path}, which it never wrote")
+            history = list(base)
+        else:
+            history = []
+        if rec.txns_replayed == len(rec.replayed_tail):
+            history.extend(hdr.zxid for hdr, _ in rec.replayed_tail)
+        else:  # more than the tail keeps: read the logs again
+            start = rec.snapshot_zxid or 0
+            end = rec.tree.last_processed_zxid
+            for _, path in self.dirs.logs(self.disk):
+                scan = scan_log(path, self.disk.read(path), after_zxid=start)
+                history.extend(e.hdr.zxid for e in scan.entries if e.hdr.zxid <= end)
+        return history
+
+    def take_snapshot(self, tree: DataTree, history: list[int]) -> None:
+        """Persistence.write_initial_snapshot: tmp file, sync, rename."""
+        data = write_snapshot(tree)
+        path = join(self.dirs.snap_dir, snapshot_name(tree.last_processed_zxid))
+        tmp = join(self.dirs.snap_dir, "tmp." + snapshot_name(tree.last_processed_zxid))
+        self.disk.makedirs(self.dirs.snap_dir)
+        f = self.disk.create(tmp)
+        f.write(data)
+        f.sync()
+        f.close()
+        self.disk.rename(tmp, path)
+        self.snap_history[path] = tuple(history)
+        self.c.stats["snapshots"] += 1
+
+    def write_epoch(self, name: str, value: int) -> None:
+        write_epoch(self.disk, self.dirs.snap_dir, name, value)
+        self.c.checker.on_epoch(self, name, value)
+
+    def new_log(self, on_durable: Callable[[int], None], on_roll: Callable[[], None]) -> SimLog:
+        cfg = self.c.config
+        return SimLog(self.disk, self.dirs.log_dir, prealloc_bytes=cfg.prealloc_bytes, snap_count=cfg.snap_count,
+                      rng=self.c.rng, post=self.post, fsync_delay=lambda: self.c.fsync_delay(self), on_durable=on_durable,
+                      on_roll=on_roll)
+
+    # ------------------------------------------------------------ election
+
+    def _begin_looking(self) -> None:
+        rec = self.recover()
+        assert self.tree is not None
+        last = self.tree.last_processed_zxid
+        self.epochs = load_epochs(self.disk, self.dirs.snap_dir, last)
+        self.mode = "looking"
+        if self.election is None:
+            self.election = Election(self.sid, self.c.verifier, last_zxid=last, current_epoch=self.epochs.current,
+                                     config_data=self.config_data)
+        self.c.trace_event(self.sid, "looking", (last, self.epochs.current, rec.snapshot_zxid))
+        self.election.start(self.now, last_zxid=last, current_epoch=self.epochs.current)
+        self._pump()
+
+    def on_notification(self, src: int, payload: bytes) -> None:
+        if self.election is None:
+            return
+        got = read_frame(payload)
+        assert got is not None
+        n = decode_notification(got[0])
+        self.election.step(src, n, self.now)
+        self._pump()
+
+    def _pump(self) -> None:
+        election = self.election
+        assert election is not None
+        ready = election.ready()
+        for send in ready.sends:
+            payload = frame(encode_notification(send.notification))
+            targets = [send.to] if send.to is not None else sorted(election.voters - {self.sid})
+            for sid in targets:
+                if sid == self.sid:
+                    self.post(0, self.on_notification, sid, payload)
+                elif sid in self.c.nodes:
+                    self.c.net.send_notification(self.sid, sid, payload)
+        if ready.decision is not None:
+            self._decided(ready.decision)
+
+    def _decided(self, decision: Decision) -> None:
+        self.term_seq += 1
+        rec = self.recovered
+        assert rec is not None
+        self.c.trace_event(self.sid, "decided", (decision.leader, decision.vote.zxid, decision.vote.peer_epoch))
+        term: LeaderTerm | LearnerTerm
+        if decision.leader == self.sid:
+            term = LeaderTerm(self, rec, self.epochs.accepted, self.epochs.current)
+            self.mode = "leading-sync"
+        else:
+            term = LearnerTerm(self, decision.leader, self.epochs.accepted, self.epochs.current)
+            self.mode = "following-sync"
+        self.term = term
+        term.start()
+
+    def _end_term(self, reason: str) -> None:
+        term = self.term
+        assert term is not None
+        self.c.trace_event(self.sid, "term-ended", reason)
+        self.c.stats["terms_ended"] += 1
+        term.close()
+        self.term = None
+        self._begin_looking()
+
+    # ------------------------------------------------------------ clients
+
+    def submit(self, session: int, cxid: int, op: int, body: bytes) -> bool:
+        """A client request on this server; False if it is not serving (the client moves on)."""
+        term = self.term
+        if term is None or not self.alive or self.paused or term.ended is not None or term.core is None:
+            return False
+        term.client_request(session, cxid, op, body)
+        self._after_event()
+        return True
+
+    @property
+    def serving(self) -> bool:
+        t = self.term
+        return self.alive and t is not None and t.ended is None and t.core is not None
