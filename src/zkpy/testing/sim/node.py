@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from zkpy.config import QuorumConfig, QuorumServer, ServerConfig
 from zkpy.ids import make_zxid, zxid_epoch
 from zkpy.quorum.election import Decision, Election
+from zkpy.quorum.sync import DEFAULT_COMMITTED_LOG, LoggedTxn
 from zkpy.quorum.verifier import config_string
 from zkpy.storage.disk import join
 from zkpy.storage.epochs import CURRENT_EPOCH, TMP_SUFFIX, Epochs, load_epochs, read_epoch, write_epoch
@@ -28,7 +29,7 @@ from zkpy.storage.files import DataDirs
 from zkpy.storage.recovery import Recovered, recover
 from zkpy.storage.snapshot import snapshot_name, write_snapshot
 from zkpy.storage.truncate import truncate_to
-from zkpy.storage.txnlog import encode_payload, scan_log
+from zkpy.storage.txnlog import decode_payload, encode_payload, scan_log
 from zkpy.tree.datatree import DataTree
 from zkpy.wire.quorum import decode_notification, encode_notification, frame, read_frame
 
@@ -67,6 +68,7 @@ class SimNode:
         self.tree: DataTree | None = None
         self.history: list[int] = []
         self.recovered: Recovered | None = None
+        self.committed: list[LoggedTxn] = []  # the history's recent txns: a new leader's committed log
         self.epochs = Epochs(0, 0)
         self.snap_history: dict[str, tuple[int, ...]] = {}  # snapshot path -> history of the tree it holds
         self.term_seq = 0
@@ -175,6 +177,7 @@ class SimNode:
         self.tree = rec.tree
         self.history = self._recovered_history(rec)
         self.recovered = rec
+        self.committed = [LoggedTxn(h.zxid, encode_payload(h, t)) for h, t in rec.replayed_tail]
         for hdr, txn in rec.replayed_tail:
             self.c.checker.check_txn(self, hdr.zxid, encode_payload(hdr, txn), "recovered")
         self.c.checker.on_tree(self, rec.tree)
@@ -236,8 +239,24 @@ class SimNode:
 
     # ------------------------------------------------------------ election
 
-    def _begin_looking(self) -> None:
-        rec = self.recover()
+    def carry(self, tree: DataTree, committed: list[LoggedTxn], more: list[tuple[int, bytes]]) -> None:
+        """runtime.peer's History: the ended term's tree goes on, with the txns it logged and never
+        applied applied now (``more``), instead of a recovery from disk."""
+        for zxid, data in more:
+            self.c.checker.check_txn(self, zxid, data, "recovered")
+            hdr, txn = decode_payload(data)
+            tree.apply(hdr, txn)
+            self.history.append(zxid)
+            committed.append(LoggedTxn(zxid, data))
+        tree.events.clear()
+        self.tree = tree
+        self.committed = committed[-DEFAULT_COMMITTED_LOG:]
+        self.c.stats["carried_over"] += 1
+        self.c.checker.on_tree(self, tree)
+
+    def _begin_looking(self, carried: bool = False) -> None:
+        if not carried:
+            self.recover()
         assert self.tree is not None
         last = self.tree.last_processed_zxid
         self.epochs = load_epochs(self.disk, self.dirs.snap_dir, last)
@@ -245,7 +264,7 @@ class SimNode:
         if self.election is None:
             self.election = Election(self.sid, self.c.verifier, last_zxid=last, current_epoch=self.epochs.current,
                                      config_data=self.config_data)
-        self.c.trace_event(self.sid, "looking", (last, self.epochs.current, rec.snapshot_zxid))
+        self.c.trace_event(self.sid, "looking", (last, self.epochs.current, carried))
         self.election.start(self.now, last_zxid=last, current_epoch=self.epochs.current)
         self._pump()
 
@@ -275,12 +294,10 @@ class SimNode:
 
     def _decided(self, decision: Decision) -> None:
         self.term_seq += 1
-        rec = self.recovered
-        assert rec is not None
         self.c.trace_event(self.sid, "decided", (decision.leader, decision.vote.zxid, decision.vote.peer_epoch))
         term: LeaderTerm | LearnerTerm
         if decision.leader == self.sid:
-            term = LeaderTerm(self, rec, self.epochs.accepted, self.epochs.current)
+            term = LeaderTerm(self, self.committed, self.epochs.accepted, self.epochs.current)
             self.mode = "leading-sync"
         else:
             term = LearnerTerm(self, decision.leader, self.epochs.accepted, self.epochs.current)
@@ -295,7 +312,7 @@ class SimNode:
         self.c.stats["terms_ended"] += 1
         term.close()
         self.term = None
-        self._begin_looking()
+        self._begin_looking(carried=term.carry_over())
 
     # ------------------------------------------------------------ clients
 

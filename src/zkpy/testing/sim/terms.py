@@ -24,10 +24,9 @@ from zkpy.errors import ProtocolError
 from zkpy.ids import make_zxid, zxid_epoch
 from zkpy.quorum import leader as zl
 from zkpy.quorum import learner as zf
-from zkpy.quorum.sync import CommittedLog, LoggedTxn
+from zkpy.quorum.sync import DEFAULT_COMMITTED_LOG, CommittedLog, LoggedTxn
 from zkpy.server.core import LEADER, LEARNER, ServerCore
 from zkpy.storage.epochs import ACCEPTED_EPOCH, CURRENT_EPOCH
-from zkpy.storage.recovery import Recovered
 from zkpy.storage.snapshot import parse_snapshot_stream, snapshot_stream
 from zkpy.storage.truncate import truncate_to
 from zkpy.storage.txnlog import decode_payload, encode_payload
@@ -132,10 +131,10 @@ class LeaderTerm(_Term):
     role = "leader"
     accepts_learners = True
 
-    def __init__(self, node: SimNode, rec: Recovered, accepted: int, current: int) -> None:
+    def __init__(self, node: SimNode, history: list[LoggedTxn], accepted: int, current: int) -> None:
         super().__init__(node)
         cfg = self.c.config
-        committed = CommittedLog(LoggedTxn(h.zxid, encode_payload(h, t)) for h, t in rec.replayed_tail)
+        committed = CommittedLog(history)
         self.zab = zl.Leader(node.sid, self.c.verifier, accepted_epoch=accepted, current_epoch=current,
                              last_zxid=self.tree.last_processed_zxid, committed=committed, now_ms=node.now,
                              tick_ms=cfg.tick_ms, init_limit=cfg.init_limit, sync_limit=cfg.sync_limit,
@@ -337,6 +336,15 @@ class LeaderTerm(_Term):
         self.links.clear()
         self.log.close()
 
+    def carry_over(self) -> bool:
+        """runtime.peer.LeaderTerm.carry_over: after close every proposal handed to the log is on
+        disk; the next term starts from this tree with those applied."""
+        more = []
+        if self.core is not None:
+            more = [(p.hdr.zxid, encode_payload(p.hdr, p.txn)) for p in self.core.proposals[:self.handed]]
+        self.node.carry(self.tree, list(self.zab.committed), more)
+        return True
+
 
 # ---------------------------------------------------------------- learner
 
@@ -414,6 +422,7 @@ class LearnerTerm(_Term):
                 self._snap_buf = b""
                 tree.last_processed_zxid = snap.zxid
                 self.node.tree = tree
+                self.node.committed = []  # a new history: no DIFF base from the old one
                 meta = conn.snap_meta.popleft()
                 self.node.history = list(meta)
                 self.c.checker.on_tree(self.node, tree)
@@ -494,6 +503,9 @@ class LearnerTerm(_Term):
                 elif isinstance(a, zf.Apply):
                     checker.check_txn(node, a.zxid, a.data, "applied")
                     hdr, txn = decode_payload(a.data)
+                    node.committed.append(LoggedTxn(a.zxid, a.data))
+                    if len(node.committed) > 2 * DEFAULT_COMMITTED_LOG:
+                        del node.committed[:-DEFAULT_COMMITTED_LOG]
                     if self.core is not None:
                         self.core.set_time(node.now, node.wall_ms)
                         self.core.apply_committed(hdr, txn)
@@ -563,3 +575,10 @@ class LearnerTerm(_Term):
             self.c.net.close(self.conn, self.sid)
         if self.log is not None:
             self.log.close()
+
+    def carry_over(self) -> bool:
+        """runtime.peer.LearnerTerm.carry_over: only a learner that served hands its tree on."""
+        if self.core is None:
+            return False
+        self.node.carry(self.tree, list(self.node.committed), self.zab.unapplied_logged())
+        return True
