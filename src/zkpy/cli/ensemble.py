@@ -322,6 +322,7 @@ class MemberStatus:
     zxid: int | None = None
     connections: int | None = None
     znodes: int | None = None
+    sessions: int | None = None  # mntr's zk_global_sessions, when mntr is whitelisted
 
     @property
     def serving(self) -> bool:
@@ -350,9 +351,18 @@ def _int_or_none(text: str | None, base: int = 10) -> int | None:
         return None
 
 
-def status_from_answers(address: str, sid: int | None, srvr: str | None, conf: str | None = None) -> MemberStatus:
-    """A row from a member's ``srvr`` answer (``None``: it did not answer) and, for the sid when
-    it is not known, its ``conf`` answer."""
+def _sessions(mntr: str | None) -> int | None:
+    for line in (mntr or "").splitlines():
+        key, _, value = line.partition("\t")
+        if key == "zk_global_sessions":
+            return _int_or_none(value.strip())
+    return None
+
+
+def status_from_answers(address: str, sid: int | None, srvr: str | None, conf: str | None = None,
+                        mntr: str | None = None) -> MemberStatus:
+    """A row from a member's ``srvr`` answer (``None``: it did not answer), for the sid when it
+    is not known its ``conf`` answer, and for the session count its ``mntr`` answer."""
     if sid is None and conf:
         for line in conf.splitlines():
             key, sep, value = line.partition("=")
@@ -367,7 +377,7 @@ def status_from_answers(address: str, sid: int | None, srvr: str | None, conf: s
     zxid_text = fields.get("Zxid")
     zxid = _int_or_none(zxid_text[2:] if zxid_text and zxid_text.startswith("0x") else zxid_text, 16)
     return MemberStatus(address, sid, mode, zxid, _int_or_none(fields.get("Connections")),
-                        _int_or_none(fields.get("Node count")))
+                        _int_or_none(fields.get("Node count")), _sessions(mntr))
 
 
 def has_quorum(rows: Sequence[MemberStatus], observers: Iterable[str] = ()) -> tuple[bool, str]:
@@ -385,14 +395,14 @@ def has_quorum(rows: Sequence[MemberStatus], observers: Iterable[str] = ()) -> t
 
 
 def render_status(rows: Sequence[MemberStatus]) -> str:
-    """Aligned columns: sid, address, role, zxid, epoch, connections, znodes ("-" when unknown)."""
-    header = ("sid", "address", "role", "zxid", "epoch", "conns", "znodes")
+    """Aligned columns: sid, address, role, zxid, epoch, sessions, connections, znodes ("-" when unknown)."""
+    header = ("sid", "address", "role", "zxid", "epoch", "sessions", "conns", "znodes")
 
     def cell(value: object) -> str:
         return "-" if value is None else str(value)
 
     table = [header] + [(cell(r.sid), r.address, r.role, "-" if r.zxid is None else f"0x{r.zxid:x}", cell(r.epoch),
-                         cell(r.connections), cell(r.znodes)) for r in rows]
+                         cell(r.sessions), cell(r.connections), cell(r.znodes)) for r in rows]
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in table) + "\n"
 
@@ -430,13 +440,18 @@ def query_member(host: str, port: int, sid: int | None, timeout: float = 2.0) ->
         srvr: str | None = four_letter(host, port, "srvr", timeout)
     except OSError:
         srvr = None
-    conf = None
+    conf = mntr = None
     if sid is None and srvr is not None:
         try:
             conf = four_letter(host, port, "conf", timeout)
         except OSError:
             conf = None
-    return status_from_answers(address, sid, srvr, conf)
+    if srvr is not None:
+        try:
+            mntr = four_letter(host, port, "mntr", timeout)
+        except OSError:
+            mntr = None
+    return status_from_answers(address, sid, srvr, conf, mntr)
 
 
 def query_all(targets: Sequence[tuple[str, int, int | None]], timeout: float = 2.0) -> list[MemberStatus]:

@@ -231,14 +231,21 @@ def test_srvr_answers_become_rows() -> None:
 
 
 def test_status_table_is_aligned() -> None:
-    rows = [MemberStatus("127.0.0.1:2181", 1, "leader", 0x300000007, 2, 9),
+    rows = [MemberStatus("127.0.0.1:2181", 1, "leader", 0x300000007, 2, 9, 4),
             MemberStatus("127.0.0.1:2182", 2, "follower", 0x300000007, 1, 9),
             MemberStatus("127.0.0.1:12183", 13, "down")]
     assert render_status(rows) == (
-        "sid  address          role      zxid         epoch  conns  znodes\n"
-        "1    127.0.0.1:2181   leader    0x300000007  3      2      9\n"
-        "2    127.0.0.1:2182   follower  0x300000007  3      1      9\n"
-        "13   127.0.0.1:12183  down      -            -      -      -\n")
+        "sid  address          role      zxid         epoch  sessions  conns  znodes\n"
+        "1    127.0.0.1:2181   leader    0x300000007  3      4         2      9\n"
+        "2    127.0.0.1:2182   follower  0x300000007  3      -         1      9\n"
+        "13   127.0.0.1:12183  down      -            -      -         -      -\n")
+
+
+def test_sessions_come_from_mntr_when_it_is_whitelisted() -> None:
+    mntr = "zk_version\t3.8.0\nzk_global_sessions\t5\nzk_local_sessions\t0\n"
+    assert status_from_answers("h:1", 1, SRVR_LEADER, None, mntr).sessions == 5
+    refused = "mntr is not executed because it is not in the whitelist.\n"
+    assert status_from_answers("h:1", 1, SRVR_LEADER, None, refused).sessions is None
 
 
 @pytest.mark.parametrize(("roles", "observers", "ok", "line"), [
@@ -267,9 +274,10 @@ def test_hosts_are_read_as_a_connect_string() -> None:
 def test_status_command_reports_and_exits_by_quorum(monkeypatch: pytest.MonkeyPatch) -> None:
     answers = {2181: SRVR_LEADER, 2182: SRVR_FOLLOWER, 2183: None}
     confs = {2181: "serverId=1\n", 2182: CONF_SID_2}
+    mntrs = {2181: "zk_global_sessions\t4\n", 2182: "zk_global_sessions\t4\n"}
 
     def fake(host: str, port: int, word: str, timeout: float = 2.0) -> str:
-        text = (answers if word == "srvr" else confs).get(port)
+        text = {"srvr": answers, "conf": confs, "mntr": mntrs}[word].get(port)
         if text is None:
             raise ConnectionRefusedError(111, "Connection refused")
         return text
@@ -279,9 +287,9 @@ def test_status_command_reports_and_exits_by_quorum(monkeypatch: pytest.MonkeyPa
     result = CliRunner().invoke(main, ["ensemble", "status", "--hosts", hosts])
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert lines[1].split() == ["1", "127.0.0.1:2181", "leader", "0x300000007", "3", "2", "9"]
-    assert lines[2].split() == ["2", "127.0.0.1:2182", "follower", "0x300000007", "3", "1", "9"]
-    assert lines[3].split() == ["-", "127.0.0.1:2183", "down", "-", "-", "-", "-"]
+    assert lines[1].split() == ["1", "127.0.0.1:2181", "leader", "0x300000007", "3", "4", "2", "9"]
+    assert lines[2].split() == ["2", "127.0.0.1:2182", "follower", "0x300000007", "3", "4", "1", "9"]
+    assert lines[3].split() == ["-", "127.0.0.1:2183", "down", "-", "-", "-", "-", "-"]
     assert lines[4] == "quorum: 2 of 3 voting servers serving (a quorum is 2)"
     answers[2182] = SRVR_NOT_SERVING
     result = CliRunner().invoke(main, ["ensemble", "status", "--hosts", hosts])
@@ -299,11 +307,15 @@ def test_status_of_a_dir_knows_sids_and_observers(tmp_path: Path, monkeypatch: p
         asked.append((port, word))
         if port == 2184:
             raise ConnectionRefusedError(111, "Connection refused")
+        if word == "mntr":
+            return "mntr is not executed because it is not in the whitelist.\n"
         return SRVR_LEADER if port == 2181 else SRVR_FOLLOWER
 
     monkeypatch.setattr(ens, "four_letter", fake)
     result = CliRunner().invoke(main, ["ensemble", "status", "--dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    assert sorted(asked) == [(2181, "srvr"), (2182, "srvr"), (2183, "srvr"), (2184, "srvr")]  # no conf: sids known
+    # no conf (the sids are known), mntr only from those that answered srvr
+    assert sorted(asked) == [(2181, "mntr"), (2181, "srvr"), (2182, "mntr"), (2182, "srvr"), (2183, "mntr"),
+                             (2183, "srvr"), (2184, "srvr")]
     assert [line.split()[0] for line in result.stdout.splitlines()[1:5]] == ["1", "2", "3", "4"]
     assert result.stdout.splitlines()[-1] == "quorum: 3 of 3 voting servers serving (a quorum is 2)"
