@@ -38,7 +38,7 @@ def status(hosts: str) -> tuple[int, dict[str, list[str]], str]:
     result = subprocess.run([sys.executable, "-m", "zkpy.cli.main", "ensemble", "status", "--hosts", hosts],
                             capture_output=True, text=True, timeout=60)
     lines = result.stdout.splitlines()
-    assert lines and lines[0].split() == ["sid", "address", "role", "zxid", "epoch", "conns", "znodes"], result
+    assert lines and lines[0].split() == ["sid", "address", "role", "zxid", "epoch", "sessions", "conns", "znodes"], result
     rows = {cells[1]: cells for cells in (line.split() for line in lines[1:-1])}
     return result.returncode, rows, lines[-1]
 
@@ -66,10 +66,11 @@ def test_status_of_a_serving_apache_ensemble(ensemble: list[ServerProcess]) -> N
     assert verdict == "quorum: 3 of 3 voting servers serving (a quorum is 2)"
     assert sorted(rows[s.hosts][2] for s in ensemble) == ["follower", "follower", "leader"]
     for s in ensemble:
-        sid, _, _, zxid, epoch, conns, znodes = rows[s.hosts]
+        sid, _, _, zxid, epoch, sessions, conns, znodes = rows[s.hosts]
         assert sid == s.extra["myid"]
         assert int(zxid, 16) >= written and int(zxid, 16) >> 32 == int(epoch) == written >> 32 >= 1
         assert int(conns) >= 1 and int(znodes) >= 5  # "/", "/zookeeper" and its children, "/status-probe"
+        assert sessions == "-" or int(sessions) >= 0  # mntr only where the 4lw whitelist allows it
 
 
 def test_status_reports_killed_members_down_and_no_quorum(ensemble: list[ServerProcess]) -> None:
@@ -80,6 +81,6 @@ def test_status_reports_killed_members_down_and_no_quorum(ensemble: list[ServerP
     assert code == 1, rows
     assert verdict.startswith("no quorum: ")
     for s in victims:
-        assert rows[s.hosts][2:] == ["down", "-", "-", "-", "-"]
+        assert rows[s.hosts][2:] == ["down", "-", "-", "-", "-", "-"]
         assert rows[s.hosts][0] == "-"  # a member that does not answer cannot say its sid
     assert rows[survivor.hosts][2] in ("follower", "leader", "not")  # "not serving" once it notices

@@ -246,10 +246,16 @@ class QuorumPeer:
         self.term = term
         self.core_of_term = None
         running = asyncio.ensure_future(term.run())
+        crashed = False
         try:
             await asyncio.wait([running, stopping], return_when=asyncio.FIRST_COMPLETED)
             if running.done():
-                log.warning("server %d: %s term ended: %s", self.sid, term.role, running.result())
+                exc = running.exception()
+                crashed = exc is not None
+                reason = running.result() if exc is None else f"{type(exc).__name__}: {exc}"
+                if exc is not None and not isinstance(exc, (OSError, TermEnded)):
+                    log.error("server %d: %s term failed", self.sid, term.role, exc_info=exc)
+                log.warning("server %d: %s term ended: %s", self.sid, term.role, reason)
             else:
                 running.cancel()
                 try:
@@ -261,7 +267,8 @@ class QuorumPeer:
             self.term = None
             self.close_clients()
             self.mode = "looking"
-        return term.carry_over() if self.failure is None else None
+        # a term that broke off with an exception may have left its tree half-way: start from disk
+        return term.carry_over() if self.failure is None and not crashed else None
 
     def disk_failed(self, exc: BaseException) -> None:
         """Fail-stop, as standalone: nothing unlogged is ever acknowledged."""
