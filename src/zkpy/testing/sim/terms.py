@@ -1,4 +1,4 @@
-"""The terms of a simulated server: ``runtime.peer.LeaderTerm`` and ``LearnerTerm`` over the
+"""The terms of a simulated server: ``runtime.leader_term.LeaderTerm`` and ``runtime.learner_term.LearnerTerm`` over the
 simulated network and disk.
 
 They execute the cores' actions as the shell does: persisting actions (epoch files,
@@ -337,7 +337,7 @@ class LeaderTerm(_Term):
         self.log.close()
 
     def carry_over(self) -> bool:
-        """runtime.peer.LeaderTerm.carry_over: after close every proposal handed to the log is on
+        """runtime.leader_term.LeaderTerm.carry_over: after close every proposal handed to the log is on
         disk; the next term starts from this tree with those applied."""
         more = []
         if self.core is not None:
@@ -577,7 +577,7 @@ class LearnerTerm(_Term):
             self.log.close()
 
     def carry_over(self) -> bool:
-        """runtime.peer.LearnerTerm.carry_over: only a learner that served hands its tree on."""
+        """runtime.learner_term.LearnerTerm.carry_over: only a learner that served hands its tree on."""
         if self.core is None:
             return False
         self.node.carry(self.tree, list(self.node.committed), self.zab.unapplied_logged())
