@@ -141,8 +141,15 @@ def test_kill_a_follower_moves_its_clients(ensemble3: list[ServerProcess]) -> No
         holder.close()
 
 
-def test_a_paused_leader_is_replaced_and_rejoins_as_follower(ensemble3: list[ServerProcess]) -> None:
-    servers = ensemble3
+@pytest.fixture(params=[3, 5], ids=["3-servers", "5-servers"])
+def ensemble(request: pytest.FixtureRequest) -> Iterator[list[ServerProcess]]:
+    servers = start_ensemble(["zkpy"] * request.param)
+    yield servers
+    cleanup_ensemble(servers)
+
+
+def test_a_paused_leader_is_replaced_and_rejoins_as_follower(ensemble: list[ServerProcess]) -> None:
+    servers = ensemble
     writers = start_writers(servers)
     leader = ensemble_leader(servers)
     leader.proc.send_signal(signal.SIGSTOP)
@@ -161,7 +168,14 @@ def test_a_paused_leader_is_replaced_and_rejoins_as_follower(ensemble3: list[Ser
 @pytest.mark.parametrize("orders", [((1, 2, 3), (3, 1, 2)), ((2, 3, 1), (1, 3, 2))])
 def test_kill_the_whole_ensemble_and_restart_in_any_order(ensemble3: list[ServerProcess],
                                                           orders: tuple[tuple[int, ...], ...]) -> None:
-    servers = ensemble3
+    kill_all_and_restart(ensemble3, orders)
+
+
+def test_kill_five_servers_and_restart_them_in_another_order(ensemble5: list[ServerProcess]) -> None:
+    kill_all_and_restart(ensemble5, ((5, 3, 1, 4, 2), (2, 4, 1, 3, 5)))
+
+
+def kill_all_and_restart(servers: list[ServerProcess], orders: tuple[tuple[int, ...], ...]) -> None:
     writers = start_writers(servers)
     for order in orders:
         for s in servers:

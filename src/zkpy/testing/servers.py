@@ -32,6 +32,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free ports (each bound while the next is picked, so none repeats)."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
 def four_letter(port: int, word: str, timeout: float = 5.0, host: str = "127.0.0.1") -> str:
     """Send a four-letter word and return the whole answer (the server closes the connection)."""
     with socket.create_connection((host, port), timeout=timeout) as s:
@@ -266,7 +280,8 @@ def start_ensemble(kinds: Sequence[str], settings: Mapping[str, str | None] | No
     if unknown:
         raise ValueError(f"unknown server kind {unknown[0]!r}: zkpy or apache")
     root = tempfile.mkdtemp(prefix="zk-ensemble-test-")
-    ports = [(free_port(), free_port(), free_port()) for _ in kinds]
+    distinct = free_ports(3 * len(kinds))
+    ports = [(distinct[3 * i], distinct[3 * i + 1], distinct[3 * i + 2]) for i in range(len(kinds))]
     members = {f"server.{i + 1}": f"127.0.0.1:{quorum}:{election}{':observer' if i + 1 in observers else ''}"
                                   f";127.0.0.1:{client}"
                for i, (client, quorum, election) in enumerate(ports)}
