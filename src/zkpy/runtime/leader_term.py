@@ -154,8 +154,9 @@ class LeaderTerm:
         self._ticker = loop.call_later(max(10, min(100, self.peer.config.tick_ms // 4)) / 1000, self._tick)
 
     def _durable(self, count: int) -> None:
+        """The fsync worker made ``count`` more txns durable (a report may come after ``close``)."""
         last = -1
-        for _ in range(count):
+        for _ in range(min(count, len(self.logging))):
             last = self.logging.popleft()
         if last >= 0:
             self.zab.logged(last)
