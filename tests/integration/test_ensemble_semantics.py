@@ -18,6 +18,7 @@ from zkpy.testing.servers import (
     ServerProcess,
     cleanup_ensemble,
     ensemble_leader,
+    four_letter,
     server_mode,
     start_ensemble,
 )
@@ -36,7 +37,7 @@ def connect(server: ServerProcess, timeout: float = 10.0) -> KazooClient:
 
 @pytest.fixture
 def with_observer() -> Iterator[list[ServerProcess]]:
-    servers = start_ensemble(["zkpy"] * 4, observers=(4,))
+    servers = start_ensemble(["zkpy"] * 4, {"4lw.commands.whitelist": "*"}, observers=(4,))
     yield servers
     cleanup_ensemble(servers)
 
@@ -46,6 +47,8 @@ def test_an_observer_serves_reads_forwards_writes_and_never_votes(with_observer:
     observer = servers[3]
     assert server_mode(observer) == "observer"
     assert ensemble_leader(servers) is servers[2]  # the highest participant; never the observer
+    mntr = dict(line.split("\t", 1) for line in four_letter(servers[2].port, "mntr").splitlines())
+    assert (mntr["zk_server_state"], mntr["zk_synced_followers"], mntr["zk_synced_observers"]) == ("leader", "2", "1")
     client = connect(observer)
     try:
         client.create("/via-observer", b"o")

@@ -285,6 +285,9 @@ def _mntr(server: Any, conn: Connection | None) -> str:
         ("connection_drop_probability", "0.0"),
         ("outstanding_tls_handshake", 0),
     ]
+    quorum_metrics = getattr(server, "quorum_metrics", None)
+    if quorum_metrics is not None:  # an ensemble member: the leader's learner counts, as 3.8's mntr
+        values += quorum_metrics()
     worker = getattr(getattr(server, "persistence", None), "worker", None)
     if worker is not None:  # the fsync worker's group commits, under ZooKeeper's metric names
         values += _summary("fsynctime", worker.fsync_time_ms) + _summary("sync_processor_batch_size", worker.batch_size)

@@ -250,6 +250,11 @@ class Leader:
     def established(self) -> bool:
         return self.phase is Phase.BROADCAST
 
+    @property
+    def pending_syncs(self) -> int:
+        """Learners' syncs waiting for a commit (or a quorum check)."""
+        return sum(len(cids) for cids in self._pending_syncs.values()) + len(self._checks)
+
     def forwarding(self) -> list[LearnerHandle]:
         return [h for h in self.learners.values() if h.synced_from_leader]
 

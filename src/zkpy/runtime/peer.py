@@ -226,6 +226,19 @@ class QuorumPeer:
         # a term that broke off with an exception may have left its tree half-way: start from disk
         return term.carry_over() if self.failure is None and not crashed else None
 
+    def quorum_metrics(self) -> list[tuple[str, object]]:
+        """mntr's quorum lines (ZooKeeper 3.8 prints them on the leader): learners connected,
+        voters and observers synced (forwarded to), syncs waiting for a commit."""
+        term = self.term
+        if not isinstance(term, LeaderTerm) or not term.zab.established:
+            return []
+        handles = term.zab.forwarding()
+        return [("learners", len(term.zab.learners)),
+                ("synced_followers", sum(1 for h in handles if not h.observer)),
+                ("synced_non_voting_followers", 0),
+                ("synced_observers", sum(1 for h in handles if h.observer)),
+                ("pending_syncs", term.zab.pending_syncs)]
+
     def disk_failed(self, exc: BaseException) -> None:
         """Fail-stop, as standalone: nothing unlogged is ever acknowledged."""
         self.failure = exc
