@@ -45,6 +45,7 @@ from zkpy.wire.quorum import LEARNER_PROTOCOL_VERSION, LearnerInfo, PacketType, 
 
 from .sync import CommittedLog, LoggedTxn, SyncKind, plan_sync
 from .verifier import QuorumMaj
+from .zab import Failed, SetAcceptedEpoch, SetCurrentEpoch, packet_name
 
 _INT = struct.Struct(">i")
 _REQUEST_HEAD = struct.Struct(">qii")
@@ -73,16 +74,6 @@ class Send:
 class Close:
     cid: int
     reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class SetAcceptedEpoch:
-    epoch: int
-
-
-@dataclass(frozen=True, slots=True)
-class SetCurrentEpoch:
-    epoch: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,13 +123,6 @@ class QuorumConfirmed:
     """A quorum check asked with ``check_quorum(token)`` passed: the local sync may answer."""
 
     token: int
-
-
-@dataclass(frozen=True, slots=True)
-class Failed:
-    """Stop leading (back to election)."""
-
-    reason: str
 
 
 Action = Send | Close | SetAcceptedEpoch | SetCurrentEpoch | Established | Commit | LearnerRequest | Touch \
@@ -289,20 +273,20 @@ class Leader:
         t = p.type
         if h.phase is LearnerPhase.AWAIT_INFO:
             if t not in (PacketType.FOLLOWERINFO, PacketType.OBSERVERINFO):
-                raise ZabError(f"first packet is {_name(t)}, not FOLLOWERINFO or OBSERVERINFO")
+                raise ZabError(f"first packet is {packet_name(t)}, not FOLLOWERINFO or OBSERVERINFO")
             self._on_info(h, p)
         elif h.phase is LearnerPhase.AWAIT_ACKEPOCH:
             if t != PacketType.ACKEPOCH:
-                raise ZabError(f"{_name(t)} where ACKEPOCH was due")
+                raise ZabError(f"{packet_name(t)} where ACKEPOCH was due")
             self._on_ackepoch(h, p)
         elif h.phase is LearnerPhase.AWAIT_NEWLEADER_ACK:
             if t != PacketType.ACK:
-                raise ZabError(f"{_name(t)} where the NEWLEADER ack was due")
+                raise ZabError(f"{packet_name(t)} where the NEWLEADER ack was due")
             self._on_newleader_ack(h, p)
         elif h.phase is LearnerPhase.FORWARDING or h.phase is LearnerPhase.AWAIT_UPTODATE:
             self._on_broadcast_packet(h, p)
         else:
-            raise ZabError(f"{_name(t)} while {h.phase.value}")
+            raise ZabError(f"{packet_name(t)} while {h.phase.value}")
 
     # ------------------------------------------------------------ discovery
 
@@ -487,7 +471,7 @@ class Leader:
             session, timeout = _REVALIDATE.unpack_from(data, 0)
             self._actions.append(Revalidate(h.cid, session, timeout))
         else:
-            raise ZabError(f"unexpected {_name(t)} from learner {h.sid}")
+            raise ZabError(f"unexpected {packet_name(t)} from learner {h.sid}")
 
     def revalidated(self, cid: int, session: int, valid: bool) -> None:
         h = self.learners.get(cid)
@@ -631,10 +615,4 @@ class Leader:
     def _send(self, h: LearnerHandle, type_: int, zxid: int, data: bytes | None = None) -> None:
         self._actions.append(Send(h.cid, QuorumPacket(type_, zxid, data, None)))
 
-
-def _name(t: int) -> str:
-    try:
-        return PacketType(t).name
-    except ValueError:
-        return f"packet type {t}"
 

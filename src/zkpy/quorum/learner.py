@@ -39,6 +39,8 @@ from zkpy.ids import make_zxid, zxid_epoch
 from zkpy.wire.proto import Id
 from zkpy.wire.quorum import LEARNER_PROTOCOL_VERSION, LearnerInfo, PacketType, QuorumPacket
 
+from .zab import Failed, SetAcceptedEpoch, SetCurrentEpoch, packet_name
+
 _INT = struct.Struct(">i")
 _REQUEST_HEAD = struct.Struct(">qii")
 _REVALIDATE_REQ = struct.Struct(">qi")
@@ -55,16 +57,6 @@ class LearnerError(Exception):
 @dataclass(frozen=True, slots=True)
 class Send:
     packet: QuorumPacket
-
-
-@dataclass(frozen=True, slots=True)
-class SetAcceptedEpoch:
-    epoch: int
-
-
-@dataclass(frozen=True, slots=True)
-class SetCurrentEpoch:
-    epoch: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,11 +110,6 @@ class Revalidated:
 @dataclass(frozen=True, slots=True)
 class SyncDone:
     """The oldest forwarded sync is answered: every commit before it has been applied."""
-
-
-@dataclass(frozen=True, slots=True)
-class Failed:
-    reason: str
 
 
 Action = Send | SetAcceptedEpoch | SetCurrentEpoch | Truncate | TakeSnapshot | Log | Apply | Serve | PingReply \
@@ -218,7 +205,7 @@ class Learner:
         phase = self.phase
         if phase is Phase.DISCOVERY:
             if t != PacketType.LEADERINFO:
-                raise LearnerError(f"{_name(t)} where LEADERINFO was due (a leader before Zab 1.0?)")
+                raise LearnerError(f"{packet_name(t)} where LEADERINFO was due (a leader before Zab 1.0?)")
             self._on_leaderinfo(p)
         elif phase is Phase.SYNC_START:
             self._on_sync_start(p)
@@ -253,7 +240,7 @@ class Learner:
             self._snapshot_needed = True  # the shell has installed the leader's tree at p.zxid
             self._logged_upto = p.zxid
         else:
-            raise LearnerError(f"{_name(t)} where DIFF, TRUNC or SNAP was due")
+            raise LearnerError(f"{packet_name(t)} where DIFF, TRUNC or SNAP was due")
         self.sync_kind = PacketType(t)
         self.phase = Phase.SYNC
 
@@ -278,7 +265,7 @@ class Learner:
         elif t == PacketType.PING:
             pass  # not answered before UPTODATE: the leader expects the NEWLEADER ack first
         else:
-            raise LearnerError(f"unexpected {_name(t)} while synchronising")
+            raise LearnerError(f"unexpected {packet_name(t)} while synchronising")
 
     def _apply_unlogged_if_snapshot(self) -> None:
         """Before NEWLEADER, after TRUNC or SNAP: committed txns go straight into the tree (the
@@ -357,7 +344,7 @@ class Learner:
         elif t == PacketType.UPTODATE:
             pass  # ZooKeeper logs this and carries on
         else:
-            raise LearnerError(f"unexpected {_name(t)} while following")
+            raise LearnerError(f"unexpected {packet_name(t)} while following")
 
     def _mark_committed(self, zxid: int) -> None:
         for txn in self._txns:
@@ -418,9 +405,3 @@ class Learner:
     def _send(self, type_: int, zxid: int, data: bytes | None = None) -> None:
         self._actions.append(Send(QuorumPacket(type_, zxid, data, None)))
 
-
-def _name(t: int) -> str:
-    try:
-        return PacketType(t).name
-    except ValueError:
-        return f"packet type {t}"

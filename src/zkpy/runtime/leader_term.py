@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections import deque
 from typing import TYPE_CHECKING
 
 from zkpy.ids import make_zxid
@@ -18,12 +17,13 @@ from zkpy.quorum import leader as zl
 from zkpy.quorum.sync import CommittedLog, LoggedTxn
 from zkpy.quorum.verifier import config_string
 from zkpy.runtime.persistence import Persistence
-from zkpy.runtime.term import History, PacketStream, log, now_ms, wall_ms
+from zkpy.runtime.term import History, Term, log, now_ms, wall_ms
 from zkpy.server.core import LEADER, ServerCore
 from zkpy.storage.epochs import ACCEPTED_EPOCH, CURRENT_EPOCH
 from zkpy.storage.snapshot import snapshot_stream
 from zkpy.storage.txnlog import encode_payload
 from zkpy.tree.datatree import DataTree
+from zkpy.wire.quorum import QuorumPacketReader
 
 if TYPE_CHECKING:
     from zkpy.runtime.peer import QuorumPeer
@@ -35,7 +35,7 @@ class LearnerLink(asyncio.Protocol):
     def __init__(self, term: LeaderTerm) -> None:
         self.term = term
         self.cid = next(term.cids)
-        self.stream = PacketStream(term.peer.config.max_buffer)
+        self.stream = QuorumPacketReader(term.peer.config.max_buffer)
         self.transport: asyncio.Transport | None = None
         self.out: list[bytes] = []
 
@@ -77,10 +77,11 @@ class LearnerLink(asyncio.Protocol):
             self.out.clear()
 
 
-class LeaderTerm:
+class LeaderTerm(Term):
     role = "leader"
 
     def __init__(self, peer: QuorumPeer, history: History, accepted: int, current: int) -> None:
+        super().__init__()
         self.peer = peer
         self.tree: DataTree = history.tree
         cfg = peer.config
@@ -93,9 +94,7 @@ class LeaderTerm:
         self.links: dict[int, LearnerLink] = {}
         self.cids = itertools.count(1)
         self.persistence = Persistence(cfg, peer.disk, peer.dirs)
-        self.logging: deque[int] = deque()  # zxids handed to the fsync worker, oldest first
         self.handed = 0
-        self.ended: asyncio.Future[str] | None = None
         self._server: asyncio.base_events.Server | None = None
         self._ticker: asyncio.TimerHandle | None = None
 
@@ -113,10 +112,6 @@ class LeaderTerm:
         self.run_actions()
         self._tick()
         return await self.ended
-
-    def end(self, reason: str) -> None:
-        if self.ended is not None and not self.ended.done():
-            self.ended.set_result(reason)
 
     def close(self) -> None:
         if self._ticker is not None:
@@ -152,16 +147,6 @@ class LeaderTerm:
         self.flush()
         loop = asyncio.get_running_loop()
         self._ticker = loop.call_later(max(10, min(100, self.peer.config.tick_ms // 4)) / 1000, self._tick)
-
-    def _durable(self, count: int) -> None:
-        """The fsync worker made ``count`` more txns durable (a report may come after ``close``)."""
-        last = -1
-        for _ in range(min(count, len(self.logging))):
-            last = self.logging.popleft()
-        if last >= 0:
-            self.zab.logged(last)
-            self.run_actions()
-            self.peer.write_clients()
 
     def flush(self) -> None:
         """New proposals to the log and the voters, then the cores' actions, then client output."""

@@ -18,7 +18,7 @@ from zkpy.quorum import learner as zf
 from zkpy.quorum.sync import DEFAULT_COMMITTED_LOG, LoggedTxn
 from zkpy.quorum.verifier import config_string
 from zkpy.runtime.persistence import Persistence
-from zkpy.runtime.term import History, PacketStream, TermEnded, log, now_ms, wall_ms
+from zkpy.runtime.term import History, Term, TermEnded, log, now_ms, wall_ms
 from zkpy.server.core import LEARNER, ServerCore
 from zkpy.storage.epochs import ACCEPTED_EPOCH, CURRENT_EPOCH
 from zkpy.storage.recovery import recover
@@ -26,7 +26,7 @@ from zkpy.storage.snapshot import parse_snapshot_stream
 from zkpy.storage.truncate import truncate_to
 from zkpy.storage.txnlog import decode_payload
 from zkpy.tree.datatree import DataTree
-from zkpy.wire.quorum import PacketType, QuorumPacket
+from zkpy.wire.quorum import PacketType, QuorumPacket, QuorumPacketReader
 
 if TYPE_CHECKING:
     from zkpy.runtime.peer import QuorumPeer
@@ -36,8 +36,9 @@ LEARNER_CONNECT_TRIES = 5  # Learner.connectToLeader
 LEARNER_CONNECT_DELAY_S = 0.1  # leaderConnectDelayDuringRetryMs default (100 ms in 3.8)
 
 
-class LearnerTerm:
+class LearnerTerm(Term):
     def __init__(self, peer: QuorumPeer, history: History, leader_sid: int, accepted: int, current: int) -> None:
+        super().__init__()
         self.peer = peer
         self.role = "observer" if peer.observer else "follower"
         self.leader_sid = leader_sid
@@ -49,8 +50,6 @@ class LearnerTerm:
                               last_logged_zxid=self.tree.last_processed_zxid, now_ms=now_ms(),
                               tick_ms=cfg.tick_ms, init_limit=q.init_limit_ticks, sync_limit=q.sync_limit_ticks)
         self.persistence = Persistence(cfg, peer.disk, peer.dirs)
-        self.logging: deque[int] = deque()
-        self.ended: asyncio.Future[str] | None = None
         self.writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task[None] | None = None
         self._ticker: asyncio.TimerHandle | None = None
@@ -93,7 +92,7 @@ class LearnerTerm:
         return None
 
     async def _read(self, reader: asyncio.StreamReader) -> None:
-        stream = PacketStream(self.peer.config.max_buffer)
+        stream = QuorumPacketReader(self.peer.config.max_buffer)
         try:
             while True:
                 data = await reader.read(1 << 16)
@@ -120,7 +119,7 @@ class LearnerTerm:
             log.exception("server %d: following leader %d failed", self.peer.sid, self.leader_sid)
             self.end(f"error while following: {exc}")
 
-    async def _receive_snapshot(self, packet: QuorumPacket, stream: PacketStream,
+    async def _receive_snapshot(self, packet: QuorumPacket, stream: QuorumPacketReader,
                                 reader: asyncio.StreamReader) -> None:
         buf = stream.take_rest()
         searched = 0
@@ -139,10 +138,6 @@ class LearnerTerm:
         log.info("server %d: snapshot 0x%x from the leader: %d znodes, %d bytes in %.2fs", self.peer.sid,
                  packet.zxid, tree.node_count(), used, time.monotonic() - t0)
 
-    def end(self, reason: str) -> None:
-        if self.ended is not None and not self.ended.done():
-            self.ended.set_result(reason)
-
     def close(self) -> None:
         if self._ticker is not None:
             self._ticker.cancel()
@@ -160,16 +155,6 @@ class LearnerTerm:
         self.run_actions()
         loop = asyncio.get_running_loop()
         self._ticker = loop.call_later(max(10, min(100, self.peer.config.tick_ms // 4)) / 1000, self._tick)
-
-    def _durable(self, count: int) -> None:
-        """The fsync worker made ``count`` more txns durable (a report may come after ``close``)."""
-        last = -1
-        for _ in range(min(count, len(self.logging))):
-            last = self.logging.popleft()
-        if last >= 0:
-            self.zab.logged(last)
-            self.run_actions()
-            self.peer.write_clients()
 
     def flush(self) -> None:
         core = self.peer.core

@@ -5,19 +5,23 @@ A ``History`` is the tree a term ends with, with every txn it logged applied (Zo
 fastForwardDataBase), and its recent txns (a new leader's committed log). Taking it instead of
 recovering from disk is only right when the tree and the data dir agree: each term says
 whether it does (``carry_over``).
+
+The quorum port's stream reader is ``zkpy.wire.quorum.QuorumPacketReader``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 from zkpy.quorum.sync import LoggedTxn
 from zkpy.storage.recovery import Recovered
 from zkpy.storage.txnlog import encode_payload
 from zkpy.tree.datatree import DataTree
-from zkpy.wire.quorum import QuorumPacket, read_quorum_packet
 
 log = logging.getLogger("zkpy.quorum")
 
@@ -47,29 +51,31 @@ class TermEnded(Exception):
     """The current term is over (the reason says why); the peer goes back to election."""
 
 
-class PacketStream:
-    """Incremental QuorumPacket reader for one quorum connection (records back to back)."""
+class Term:
+    """What a leader term and a learner term do alike: end once, with a reason, and turn the
+    fsync worker's progress into the core's ``logged``. Subclasses set ``zab``, ``peer`` and
+    ``run_actions``."""
 
-    def __init__(self, max_buffer: int) -> None:
-        self.buf = bytearray()
-        self.pos = 0
-        self.max_buffer = max_buffer
+    zab: Any
+    peer: Any
 
-    def feed(self, data: bytes) -> None:
-        if self.pos > 65536 and self.pos * 2 > len(self.buf):
-            del self.buf[:self.pos]
-            self.pos = 0
-        self.buf += data
+    def __init__(self) -> None:
+        self.logging: deque[int] = deque()  # zxids handed to the fsync worker, oldest first
+        self.ended: asyncio.Future[str] | None = None
 
-    def next(self) -> QuorumPacket | None:
-        got = read_quorum_packet(self.buf, self.pos, self.max_buffer)
-        if got is None:
-            return None
-        packet, self.pos = got
-        return packet
+    def end(self, reason: str) -> None:
+        if self.ended is not None and not self.ended.done():
+            self.ended.set_result(reason)
 
-    def take_rest(self) -> bytes:
-        rest = bytes(self.buf[self.pos:])
-        self.buf = bytearray()
-        self.pos = 0
-        return rest
+    def run_actions(self) -> None:
+        raise NotImplementedError
+
+    def _durable(self, count: int) -> None:
+        """The fsync worker made ``count`` more txns durable (a report may come after ``close``)."""
+        last = -1
+        for _ in range(min(count, len(self.logging))):
+            last = self.logging.popleft()
+        if last >= 0:
+            self.zab.logged(last)
+            self.run_actions()
+            self.peer.write_clients()

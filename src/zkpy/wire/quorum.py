@@ -151,6 +151,37 @@ def read_quorum_packet(buf: bytes | memoryview, pos: int, max_buffer: int) -> tu
 # --------------------------------------------------------------------------- fast leader election
 
 
+class QuorumPacketReader:
+    """Incremental reader of a quorum connection's stream of QuorumPackets (no length prefix:
+    each packet ends where its jute record does)."""
+
+    def __init__(self, max_buffer: int) -> None:
+        self.buf = bytearray()
+        self.pos = 0
+        self.max_buffer = max_buffer
+
+    def feed(self, data: bytes) -> None:
+        if self.pos > 65536 and self.pos * 2 > len(self.buf):
+            del self.buf[:self.pos]
+            self.pos = 0
+        self.buf += data
+
+    def next(self) -> QuorumPacket | None:
+        """The next complete packet, or None until more bytes arrive; ProtocolError if malformed."""
+        got = read_quorum_packet(self.buf, self.pos, self.max_buffer)  # type: ignore[arg-type]
+        if got is None:
+            return None
+        packet, self.pos = got
+        return packet
+
+    def take_rest(self) -> bytes:
+        """Every byte not yet read as a packet (a SNAP's snapshot follows its packet unframed)."""
+        rest = bytes(self.buf[self.pos:])
+        self.buf = bytearray()
+        self.pos = 0
+        return rest
+
+
 class ServerState(IntEnum):
     """QuorumPeer.ServerState; notifications carry its ordinal."""
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from zkpy.errors import ProtocolError
 from zkpy.ids import make_zxid, zxid_epoch
@@ -32,7 +32,7 @@ from zkpy.storage.truncate import truncate_to
 from zkpy.storage.txnlog import decode_payload, encode_payload
 from zkpy.tree.datatree import DataTree
 from zkpy.wire.consts import OpCode
-from zkpy.wire.quorum import PacketType, QuorumPacket, read_quorum_packet
+from zkpy.wire.quorum import PacketType, QuorumPacket, QuorumPacketReader
 from zkpy.wire.txn import TxnHeader
 
 from .disk import SimLog
@@ -42,35 +42,7 @@ if TYPE_CHECKING:
     from .node import SimNode
 
 LEARNER_CONNECT_TRIES = 5  # as runtime.peer
-LEARNER_CONNECT_DELAY_MS = 1000
-
-
-class PacketReader:
-    """Incremental QuorumPacket reader (runtime.peer.PacketStream)."""
-
-    def __init__(self, max_buffer: int) -> None:
-        self.buf = bytearray()
-        self.pos = 0
-        self.max_buffer = max_buffer
-
-    def feed(self, data: bytes) -> None:
-        if self.pos > 65536 and self.pos * 2 > len(self.buf):
-            del self.buf[:self.pos]
-            self.pos = 0
-        self.buf += data
-
-    def next(self) -> QuorumPacket | None:
-        got = read_quorum_packet(cast(bytes, self.buf), self.pos, self.max_buffer)
-        if got is None:
-            return None
-        packet, self.pos = got
-        return packet
-
-    def take_rest(self) -> bytes:
-        rest = bytes(self.buf[self.pos:])
-        self.buf = bytearray()
-        self.pos = 0
-        return rest
+LEARNER_CONNECT_DELAY_MS = 100
 
 
 class _Term:
@@ -140,7 +112,7 @@ class LeaderTerm(_Term):
                              tick_ms=cfg.tick_ms, init_limit=cfg.init_limit, sync_limit=cfg.sync_limit,
                              config_data=node.config_data, quorum_sync=cfg.quorum_sync)
         self.links: dict[int, QConn] = {}
-        self.readers: dict[int, PacketReader] = {}
+        self.readers: dict[int, QuorumPacketReader] = {}
         self.cids = itertools.count(1)
         self.log = node.new_log(self._durable, self._roll)
         self.handed = 0
@@ -157,7 +129,7 @@ class LeaderTerm(_Term):
             return
         cid = next(self.cids)
         self.links[cid] = conn
-        self.readers[cid] = PacketReader(self.node.config.max_buffer)
+        self.readers[cid] = QuorumPacketReader(self.node.config.max_buffer)
         conn.ends[self.sid] = self
         conn.leader_cid = cid
         self.zab.connected(cid, self.node.now)
@@ -360,7 +332,7 @@ class LearnerTerm(_Term):
                               last_logged_zxid=self.tree.last_processed_zxid, now_ms=node.now, tick_ms=cfg.tick_ms,
                               init_limit=cfg.init_limit, sync_limit=cfg.sync_limit)
         self.conn: QConn | None = None
-        self.reader = PacketReader(node.config.max_buffer)
+        self.reader = QuorumPacketReader(node.config.max_buffer)
         self.log: SimLog | None = None
         self._to_log: list[tuple[TxnHeader, Any]] = []
         self._snap: QuorumPacket | None = None
