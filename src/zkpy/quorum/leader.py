@@ -312,8 +312,9 @@ class Leader:
                        "stepping down so that the next election picks a newer epoch")
             return
         if self.phase is Phase.DISCOVERY:
-            if not h.observer:
-                self._connecting[h.sid] = max(self._connecting.get(h.sid, -1), h.accepted_epoch)
+            # an observer's accepted epoch counts for the new epoch (as getEpochToPropose counts
+            # every learner that arrives while it waits); only voters count for the quorum
+            self._connecting[h.sid] = max(self._connecting.get(h.sid, -1), h.accepted_epoch)
             self._maybe_decide_epoch()
         else:
             self._send_leaderinfo(h)
