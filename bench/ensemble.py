@@ -75,13 +75,13 @@ from .workload import (
     READ,
     WRITE,
     CreateSpec,
-    OpStats,
     RunResult,
     Target,
     ThroughputSpec,
     _child,
     _cpu_s,
     _cpu_total,
+    _merge_children,
     percentile_ms,
     prepare,
 )
@@ -254,21 +254,7 @@ def run_spread(kind: str, targets: Sequence[Target], spec: ThroughputSpec | Crea
     except Exception:  # a child failed before the barrier (BrokenBarrierError): its message follows
         pass
     merged = RunResult(spec.duration_s, generator_cpu=gen_cpu)
-    failures = []
-    for _ in procs:
-        _, result, error = results.get(timeout=spec.warmup_s + spec.duration_s + 120)
-        if error is not None:
-            failures.append(error)
-            continue
-        for name, st in result.stats.items():
-            merged.stats.setdefault(name, OpStats()).merge(st)
-        for code, n in result.error_codes.items():
-            merged.error_codes[code] = merged.error_codes.get(code, 0) + n
-        merged.sessions += result.sessions
-    for p in procs:
-        p.join(10)
-    if failures:
-        raise RuntimeError("generator process failed: " + "; ".join(failures))
+    _merge_children(procs, results, spec, merged)
     out = SpreadResult(merged, server_cpus, others)
     merged.server_cpu = out.server_cpu
     return out

@@ -338,6 +338,25 @@ def _cpu_total(pids: list[int]) -> float | None:
 # --- parent ---
 
 
+def _merge_children(procs: list[Any], results: Any, spec: ThroughputSpec | CreateSpec, merged: RunResult) -> None:
+    """Add every generator process's figures into ``merged``, join them; raise if one failed."""
+    failures = []
+    for _ in procs:
+        _, result, error = results.get(timeout=spec.warmup_s + spec.duration_s + 120)
+        if error is not None:
+            failures.append(error)
+            continue
+        for name, st in result.stats.items():
+            merged.stats.setdefault(name, OpStats()).merge(st)
+        for code, n in result.error_codes.items():
+            merged.error_codes[code] = merged.error_codes.get(code, 0) + n
+        merged.sessions += result.sessions
+    for p in procs:
+        p.join(10)
+    if failures:
+        raise RuntimeError("generator process failed: " + "; ".join(failures))
+
+
 def run(kind: str, target: Target, spec: ThroughputSpec | CreateSpec,
         probe: Callable[[], Any] | None = None) -> RunResult:
     """Run one mode with ``spec.processes`` generator processes; blocks until they finish.
@@ -374,19 +393,5 @@ def run(kind: str, target: Target, spec: ThroughputSpec | CreateSpec,
     except Exception:  # a child failed before the barrier (BrokenBarrierError): its message follows
         pass
     merged = RunResult(spec.duration_s, server_cpu=server_cpu, generator_cpu=gen_cpu, probes=probes)
-    failures = []
-    for _ in procs:
-        _, result, error = results.get(timeout=spec.warmup_s + spec.duration_s + 120)
-        if error is not None:
-            failures.append(error)
-            continue
-        for name, st in result.stats.items():
-            merged.stats.setdefault(name, OpStats()).merge(st)
-        for code, n in result.error_codes.items():
-            merged.error_codes[code] = merged.error_codes.get(code, 0) + n
-        merged.sessions += result.sessions
-    for p in procs:
-        p.join(10)
-    if failures:
-        raise RuntimeError("generator process failed: " + "; ".join(failures))
+    _merge_children(procs, results, spec, merged)
     return merged

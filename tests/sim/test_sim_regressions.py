@@ -309,7 +309,7 @@ def test_an_interrupted_sync_leaves_no_txn_of_an_unadopted_epoch(sync: str) -> N
     leader's history before it writes currentEpoch and acks. Killed in between (kill -9 keeps
     written bytes; a term that ends syncs what it was handed), it holds zxids of an epoch newer
     than its currentEpoch, which load_epochs refuses. The shell drops those txns at recovery
-    (QuorumPeer._unadopted_epoch): none was acknowledged, and the next leader sends them again."""
+    (storage.truncate.drop_unadopted_epoch): none was acknowledged, and the next leader sends them again."""
     s = Script()
     s.converge()
     s.open_session(3)

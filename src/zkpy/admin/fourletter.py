@@ -70,6 +70,23 @@ def answer(word: str, server: Any, conn: Connection | None = None) -> str:
     return text
 
 
+def ask(host: str, port: int, word: str, timeout: float) -> str:
+    """The operator's side: send ``word`` to a server and return its whole answer (the server
+    closes the connection after it). OSError if the server cannot be reached."""
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.sendall(word.encode("ascii"))
+        chunks = []
+        while True:
+            try:
+                data = s.recv(65536)
+            except ConnectionResetError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
 def is_enabled(word: str, whitelist: Iterable[str]) -> bool:
     allowed = set(whitelist)
     return word == "srvr" or "*" in allowed or word in allowed

@@ -40,6 +40,8 @@ from typing import Any, NoReturn
 import click
 from click.core import ParameterSource
 
+from zkpy.admin.fourletter import ask as ask_four_letter_word
+
 ENSEMBLE_FILE = "ensemble.json"
 FORMAT_VERSION = 1
 DEFAULT_DIR = "zkpy-ensemble"
@@ -298,18 +300,7 @@ def reconcile(existing: Ensemble, source: str, size: int | None, observers: int 
 
 def four_letter(host: str, port: int, word: str, timeout: float = 2.0) -> str:
     """Send a four-letter word, return the whole answer (the server closes the connection)."""
-    with socket.create_connection((host, port), timeout=timeout) as s:
-        s.sendall(word.encode("ascii"))
-        chunks = []
-        while True:
-            try:
-                data = s.recv(65536)
-            except ConnectionResetError:
-                break
-            if not data:
-                break
-            chunks.append(data)
-    return b"".join(chunks).decode("utf-8", "replace")
+    return ask_four_letter_word(host, port, word, timeout)
 
 
 @dataclass(frozen=True, slots=True)

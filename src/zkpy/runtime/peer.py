@@ -29,7 +29,6 @@ from collections.abc import Callable
 from typing import Any
 
 from zkpy.config import LearnerType, ServerConfig
-from zkpy.ids import make_zxid, zxid_epoch
 from zkpy.quorum.verifier import QuorumMaj
 from zkpy.runtime.election_net import ElectionService
 from zkpy.runtime.leader_term import LeaderTerm
@@ -40,10 +39,10 @@ from zkpy.runtime.server import ClientProtocol, DiskFailure
 from zkpy.runtime.term import History, TermEnded
 from zkpy.server.core import ServerCore
 from zkpy.storage.disk import FaultPlan
-from zkpy.storage.epochs import CURRENT_EPOCH, TMP_SUFFIX, load_epochs, read_epoch, write_epoch
+from zkpy.storage.epochs import load_epochs, write_epoch
 from zkpy.storage.files import DataDirs
 from zkpy.storage.recovery import recover
-from zkpy.storage.truncate import truncate_to
+from zkpy.storage.truncate import drop_unadopted_epoch
 
 log = logging.getLogger("zkpy.quorum")
 
@@ -150,8 +149,7 @@ class QuorumPeer:
         gc.disable()
         try:
             recovered = recover(self.disk, self.dirs, log.info)
-            unadopted = self._unadopted_epoch(recovered.tree.last_processed_zxid)
-            if unadopted is not None:
+            if drop_unadopted_epoch(self.disk, self.dirs, recovered.tree.last_processed_zxid, log.warning):
                 recovered = recover(self.disk, self.dirs, log.info)
         finally:
             gc.enable()
@@ -160,26 +158,6 @@ class QuorumPeer:
             p.write_initial_snapshot(recovered.tree)
             p.close()
         return History.of(recovered)
-
-    def _unadopted_epoch(self, last_zxid: int) -> int | None:
-        """Cut off txns of an epoch whose NEWLEADER this server never acknowledged.
-
-        A learner logs the leader's history before it writes currentEpoch and acks NEWLEADER
-        (so that the ack means "on disk"); a term that ends in between leaves txns of an epoch
-        newer than currentEpoch. None of them was acknowledged (proposal acks follow the
-        NEWLEADER ack), so dropping them loses nothing, and the next leader sends them again.
-        ZooKeeper refuses to start instead. Returns the epoch dropped, or None."""
-        current = read_epoch(self.disk, self.dirs.snap_dir, CURRENT_EPOCH)
-        pending = read_epoch(self.disk, self.dirs.snap_dir, CURRENT_EPOCH + TMP_SUFFIX)
-        epoch = zxid_epoch(last_zxid)
-        if current is None or current >= epoch or (pending is not None and pending >= epoch):
-            return None
-        keep = make_zxid(current + 1, 0) - 1
-        log.warning("server %d: the log holds txns up to 0x%x of epoch %d, newer than my current epoch %d "
-                    "(a synchronisation ended before its NEWLEADER ack): dropping the txns after 0x%x",
-                    self.sid, last_zxid, epoch, current, keep)
-        truncate_to(self.disk, self.dirs, keep, log.info)
-        return epoch
 
     async def _one_term(self, history: History, stopping: asyncio.Future[Any]) -> History | None:
         """Elect, then run one term; the history for the next term, or None to recover from disk."""

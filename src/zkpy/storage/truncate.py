@@ -39,7 +39,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from zkpy.ids import make_zxid, zxid_epoch
 from zkpy.storage.disk import Disk
+from zkpy.storage.epochs import CURRENT_EPOCH, TMP_SUFFIX, read_epoch
 from zkpy.storage.files import DataDirs
 from zkpy.storage.recovery import MAX_SNAPSHOTS_TRIED, RecoveryError
 from zkpy.storage.snapshot import is_valid_snapshot
@@ -166,3 +168,23 @@ def _last_zxid_of(disk: Disk, logs: list[tuple[int, str]]) -> int:
         if scan.last_zxid >= 0:
             return scan.last_zxid
     return -1
+
+
+def drop_unadopted_epoch(disk: Disk, dirs: DataDirs, last_zxid: int, log: Log = lambda _m: None) -> int | None:
+    """Cut off logged txns of an epoch this server never adopted; the epoch dropped, or None.
+
+    A learner logs the leader's history before it writes currentEpoch and acks NEWLEADER (so
+    that the ack means "on disk"); a term that ends in between leaves txns of an epoch newer than
+    currentEpoch. None of them was acknowledged (proposal acks follow the NEWLEADER ack), so
+    dropping them loses nothing, and the next leader sends them again. ZooKeeper refuses to start
+    instead. A ``currentEpoch.tmp`` at least that new means the epoch was adopted (load_epochs)."""
+    current = read_epoch(disk, dirs.snap_dir, CURRENT_EPOCH)
+    pending = read_epoch(disk, dirs.snap_dir, CURRENT_EPOCH + TMP_SUFFIX)
+    epoch = zxid_epoch(last_zxid)
+    if current is None or current >= epoch or (pending is not None and pending >= epoch):
+        return None
+    keep = make_zxid(current + 1, 0) - 1
+    log(f"the log holds txns up to 0x{last_zxid:x} of epoch {epoch}, newer than the current epoch {current} "
+        f"(a synchronisation ended before its NEWLEADER ack): dropping the txns after 0x{keep:x}")
+    truncate_to(disk, dirs, keep, log)
+    return epoch

@@ -18,6 +18,8 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from zkpy.admin.fourletter import ask as ask_four_letter_word
+
 ZK_JAR = "/usr/share/java/zookeeper.jar"
 ZK_CONF_DIR = "/etc/zookeeper/conf"
 
@@ -48,18 +50,7 @@ def free_ports(count: int) -> list[int]:
 
 def four_letter(port: int, word: str, timeout: float = 5.0, host: str = "127.0.0.1") -> str:
     """Send a four-letter word and return the whole answer (the server closes the connection)."""
-    with socket.create_connection((host, port), timeout=timeout) as s:
-        s.sendall(word.encode("ascii"))
-        chunks = []
-        while True:
-            try:
-                data = s.recv(65536)
-            except ConnectionResetError:
-                break
-            if not data:
-                break
-            chunks.append(data)
-    return b"".join(chunks).decode("utf-8", "replace")
+    return ask_four_letter_word(host, port, word, timeout)
 
 
 @dataclass

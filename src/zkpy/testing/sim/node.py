@@ -5,7 +5,7 @@ epoch files) and its election; the terms it runs in between elections are in ``t
 It runs the same loop as the real shell: election, then one term as leader or learner, over
 and over. Each term starts from disk (the data dir is recovered: snapshot + every logged txn,
 committed or not; txns of an epoch whose NEWLEADER was never acknowledged are dropped first,
-as ``QuorumPeer._unadopted_epoch`` does). When a term ends nothing of its memory survives into
+as ``storage.truncate.drop_unadopted_epoch`` does). When a term ends nothing of its memory survives into
 the next.
 
 Simulator-only bookkeeping: ``history`` (the zxids the current tree applied, in order) rides
@@ -19,16 +19,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from zkpy.config import QuorumConfig, QuorumServer, ServerConfig
-from zkpy.ids import make_zxid, zxid_epoch
 from zkpy.quorum.election import Decision, Election
 from zkpy.quorum.sync import DEFAULT_COMMITTED_LOG, LoggedTxn
 from zkpy.quorum.verifier import config_string
 from zkpy.storage.disk import join
-from zkpy.storage.epochs import CURRENT_EPOCH, TMP_SUFFIX, Epochs, load_epochs, read_epoch, write_epoch
+from zkpy.storage.epochs import Epochs, load_epochs, write_epoch
 from zkpy.storage.files import DataDirs
 from zkpy.storage.recovery import Recovered, recover
 from zkpy.storage.snapshot import snapshot_name, write_snapshot
-from zkpy.storage.truncate import truncate_to
+from zkpy.storage.truncate import drop_unadopted_epoch
 from zkpy.storage.txnlog import decode_payload, encode_payload, scan_log
 from zkpy.tree.datatree import DataTree
 from zkpy.wire.quorum import decode_notification, encode_notification, frame, read_frame
@@ -170,7 +169,10 @@ class SimNode:
         """QuorumPeer._recover: recover the data dir (dropping the txns of an epoch whose NEWLEADER
         was never acknowledged, writing snapshot.0 on a fresh one) and rebuild ``history``."""
         rec = recover(self.disk, self.dirs)
-        if self._unadopted_epoch(rec.tree.last_processed_zxid) is not None:
+        epoch = drop_unadopted_epoch(self.disk, self.dirs, rec.tree.last_processed_zxid)
+        if epoch is not None:
+            self.c.stats["unadopted_epoch_dropped"] += 1
+            self.c.trace_event(self.sid, "dropped unadopted epoch", epoch)
             rec = recover(self.disk, self.dirs)
         if rec.fresh:
             self.take_snapshot(rec.tree, [])
@@ -182,18 +184,6 @@ class SimNode:
             self.c.checker.check_txn(self, hdr.zxid, encode_payload(hdr, txn), "recovered")
         self.c.checker.on_tree(self, rec.tree)
         return rec
-
-    def _unadopted_epoch(self, last_zxid: int) -> int | None:
-        """QuorumPeer._unadopted_epoch: cut off txns of an epoch newer than currentEpoch."""
-        current = read_epoch(self.disk, self.dirs.snap_dir, CURRENT_EPOCH)
-        pending = read_epoch(self.disk, self.dirs.snap_dir, CURRENT_EPOCH + TMP_SUFFIX)
-        epoch = zxid_epoch(last_zxid)
-        if current is None or current >= epoch or (pending is not None and pending >= epoch):
-            return None
-        truncate_to(self.disk, self.dirs, make_zxid(current + 1, 0) - 1)
-        self.c.stats["unadopted_epoch_dropped"] += 1
-        self.c.trace_event(self.sid, "dropped unadopted epoch", epoch)
-        return epoch
 
     def _recovered_history(self, rec: Recovered) -> list[int]:
         if rec.snapshot_path is not None:
