@@ -7,7 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from zkpy.testing.servers import ServerProcess, apache_available, start_apache, start_zkpy
+from zkpy.testing import servers as started_servers
+from zkpy.testing.servers import ServerProcess, apache_available, log_tail, start_apache, start_zkpy
 
 
 def require_apache() -> None:
@@ -37,3 +38,24 @@ def apache_server() -> Iterator[ServerProcess]:
 def any_server(request: pytest.FixtureRequest) -> ServerProcess:
     """The same test against zkpy and against Apache ZooKeeper."""
     return request.getfixturevalue(f"{request.param}_server")  # type: ignore[no-any-return]
+
+
+_FIRST_SERVER = pytest.StashKey[int]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    item.stash[_FIRST_SERVER] = len(started_servers.STARTED)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failing test's report ends with the log tails of the servers it started: their data dirs
+    (and logs) are removed at teardown, and a CI failure must be diagnosable from its output."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if report.when != "call" or not report.failed:
+        return
+    for server in started_servers.STARTED[item.stash.get(_FIRST_SERVER, 0):]:
+        name = f"{server.kind} server {server.extra.get('myid', server.port)} log (tail)"
+        report.sections.append((name, log_tail(server)))

@@ -64,12 +64,15 @@ class ServerProcess:
     log_path: str
     extra: dict[str, str] = field(default_factory=dict)
     cmd: list[str] = field(default_factory=list)  # how it was started, for restart_ensemble_member
+    kept_log: str | None = None  # the log's tail, kept when its data dir is removed
 
     @property
     def hosts(self) -> str:
         return f"127.0.0.1:{self.port}"
 
     def log(self) -> str:
+        if self.kept_log is not None:
+            return self.kept_log
         try:
             with open(self.log_path, encoding="utf-8", errors="replace") as f:
                 return f.read()
@@ -88,7 +91,25 @@ class ServerProcess:
 
     def cleanup(self) -> None:
         self.stop()
+        self.remove_files()
+
+    def remove_files(self) -> None:
+        """Remove the data dir, keeping the log's tail for a failure report."""
+        self.kept_log = log_tail(self)
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __post_init__(self) -> None:
+        STARTED.append(self)
+
+
+STARTED: list[ServerProcess] = []
+"""Every server started in this process, oldest first: a failing test reports the logs of the
+ones it started (tests/conftest.py), since their data dirs are gone once it has cleaned up."""
+
+
+def log_tail(server: ServerProcess, lines: int = 200) -> str:
+    """The last ``lines`` lines of a server's log, for a test failure report."""
+    return "\n".join(server.log().splitlines()[-lines:])
 
 
 def _wait_ready(server: ServerProcess, deadline_s: float) -> None:
@@ -304,6 +325,7 @@ def start_ensemble(kinds: Sequence[str], settings: Mapping[str, str | None] | No
     except BaseException:
         for s in servers:
             s.stop(signal.SIGKILL)
+            s.remove_files()
         shutil.rmtree(root, ignore_errors=True)
         raise
     return servers
@@ -348,7 +370,7 @@ def cleanup_ensemble(servers: Sequence[ServerProcess]) -> None:
     for s in servers:
         s.stop()
     for s in servers:
-        shutil.rmtree(s.workdir, ignore_errors=True)
+        s.remove_files()
     roots = {s.extra["root"] for s in servers if "root" in s.extra}
     for root in roots:
         shutil.rmtree(root, ignore_errors=True)
@@ -427,6 +449,7 @@ def start_apache_members(members: Mapping[str, str], myids: Sequence[int],
     except BaseException:
         for s in servers:
             s.stop(signal.SIGKILL)
+            s.remove_files()
         shutil.rmtree(root, ignore_errors=True)
         raise
     return servers
