@@ -80,20 +80,29 @@ class Writer(threading.Thread):
         assert not self.is_alive(), f"{self.tag} did not stop"
 
 
+def patient_client(hosts: str, timeout_s: float = 10.0) -> KazooClient:
+    """A started kazoo client whose calls, through ``client.retry``, ride out a dropped connection
+    for up to a minute: a check that reads a server must not fail because one connection stalled
+    on a loaded machine (a CI run once lost one to a ping timeout)."""
+    retry = KazooRetry(max_tries=-1, delay=0.05, max_delay=0.5, deadline=60)
+    client = KazooClient(hosts=hosts, timeout=timeout_s, connection_retry=retry, command_retry=retry)
+    client.start(timeout=30)
+    return client
+
+
 def tree_dump(port: int, root: str = "/") -> dict[str, tuple[bytes, int, int, int, int, int]]:
     """Every node under ``root`` on the server at ``port`` (after a sync): data and the Stat fields
     every replica must agree on (czxid, mzxid, version, cversion, ephemeralOwner)."""
-    client = KazooClient(hosts=f"127.0.0.1:{port}", timeout=10.0)
-    client.start(timeout=30)
+    client = patient_client(f"127.0.0.1:{port}")
     try:
-        client.sync("/")
+        client.retry(client.sync, "/")
         out: dict[str, tuple[bytes, int, int, int, int, int]] = {}
         stack = [root]
         while stack:
             path = stack.pop()
             try:
-                data, stat = client.get(path)
-                children = client.get_children(path)
+                data, stat = client.retry(client.get, path)
+                children = client.retry(client.get_children, path)
             except NoNodeError:
                 continue
             out[path] = (data, stat.czxid, stat.mzxid, stat.version, stat.cversion, stat.ephemeralOwner)

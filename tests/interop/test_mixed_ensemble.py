@@ -12,8 +12,14 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from kazoo.client import KazooClient
-from tests.helpers.ensemble_workload import Writer, check_acknowledged, tree_dump, wait_same_trees
+from kazoo.exceptions import NodeExistsError
+from tests.helpers.ensemble_workload import (
+    Writer,
+    check_acknowledged,
+    patient_client,
+    tree_dump,
+    wait_same_trees,
+)
 
 from zkpy.testing.servers import (
     ServerProcess,
@@ -45,11 +51,13 @@ def write_through_each(servers: list[ServerProcess], tag: str) -> dict[str, byte
     for s in servers:
         if s.proc.poll() is not None:
             continue
-        client = KazooClient(hosts=s.hosts, timeout=10.0)
-        client.start(timeout=30)
+        client = patient_client(s.hosts)
         try:
             path = f"/{tag}-via-{s.kind}-{s.extra['myid']}"
-            client.create(path, path.encode())
+            try:
+                client.retry(client.create, path, path.encode())
+            except NodeExistsError:
+                pass  # an attempt whose answer was lost went through; the reads below check it
             written[path] = path.encode()
         finally:
             client.stop()
