@@ -190,8 +190,9 @@ def start_apache(settings: Mapping[str, str | None] | None = None, ready_s: floa
     port = port or free_port()
     cfg = _write_cfg(workdir, port, settings)
     log_path = os.path.join(workdir, "server.log")
-    cmd = ["java", "-Xmx512m", f"-Dzookeeper.extendedTypesEnabled={extended}", "-Dzookeeper.admin.enableServer=false",
-           *(f"-D{k}={v}" for k, v in props.items()), "-cp", f"{ZK_CONF_DIR}:{ZK_JAR}", "org.apache.zookeeper.server.ZooKeeperServerMain", cfg]
+    cmd = ["java", "-Xmx512m", *_APACHE_LOGGING, f"-Dzookeeper.extendedTypesEnabled={extended}",
+           "-Dzookeeper.admin.enableServer=false", *(f"-D{k}={v}" for k, v in props.items()),
+           "-cp", _apache_classpath(), "org.apache.zookeeper.server.ZooKeeperServerMain", cfg]
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
     server = ServerProcess("apache", port, proc, workdir, log_path)
@@ -267,10 +268,25 @@ def _member_command(kind: str, cfg: str, jvm_props: Mapping[str, str] | None) ->
     if kind == "zkpy":
         # DEBUG: the quorum runtime is young, and its logs are what a failing ensemble test shows
         return [sys.executable, "-m", "zkpy.cli.main", "server", cfg, "--log-level", "DEBUG"]
-    return ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+    return ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", *_APACHE_LOGGING,
             "-Dzookeeper.extendedTypesEnabled=true", "-Dzookeeper.admin.enableServer=false",
             *(f"-D{k}={v}" for k, v in (jvm_props or {}).items()),
-            "-cp", f"{ZK_CONF_DIR}:{ZK_JAR}", "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg]
+            "-cp", _apache_classpath(), "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg]
+
+
+SLF4J_SIMPLE_JAR = "/usr/share/java/slf4j-simple.jar"
+# slf4j-simple's INFO log with wall-clock times, to read beside zkpy's in a failure report
+_APACHE_LOGGING = ("-Dorg.slf4j.simpleLogger.showDateTime=true",
+                   "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd HH:mm:ss,SSS")
+
+
+def _apache_classpath() -> str:
+    """ZooKeeper's jar and conf dir, and slf4j-simple when installed: without a binding, 3.8
+    (built on slf4j) logs nothing, and a failing test could show nothing of Apache's side."""
+    jars = [ZK_CONF_DIR, ZK_JAR]
+    if os.path.exists(SLF4J_SIMPLE_JAR):
+        jars.append(SLF4J_SIMPLE_JAR)
+    return ":".join(jars)
 
 
 def start_ensemble(kinds: Sequence[str], settings: Mapping[str, str | None] | None = None,
@@ -391,9 +407,6 @@ def server_of_session(servers: Sequence[ServerProcess], session_id: int) -> Serv
     return None
 
 
-SLF4J_SIMPLE_JAR = "/usr/share/java/slf4j-simple.jar"
-
-
 def _member_ports(line: str) -> tuple[str, str]:
     """The quorum and election ports of a ``host:quorum:election[:role][;client]`` line."""
     server = line.split(";")[0]
@@ -406,20 +419,16 @@ def _member_ports(line: str) -> tuple[str, str]:
 def start_apache_members(members: Mapping[str, str], myids: Sequence[int],
                          settings: Mapping[str, str | None] | None = None, ready_s: float = 60.0, *,
                          tick_ms: int = 500, jvm_props: Mapping[str, str] | None = None,
-                         wait: bool = True, with_log: bool = True) -> list[ServerProcess]:
+                         wait: bool = True) -> list[ServerProcess]:
     """Apache ZooKeeper 3.8 servers for some members of an ensemble whose other members run elsewhere
     (e.g. zkpy in the test process): ``members`` is every ``server.N`` line (``{"server.1":
     "127.0.0.1:quorum:election", ...}``), ``myids`` the ones started here, each with its own data dir,
     ``myid`` and client port, and the zoo.cfg defaults of ``start_apache_ensemble``.
 
-    ``with_log`` puts slf4j-simple (when installed) on the classpath so that ``log()`` shows
-    ZooKeeper's INFO log; ``wait`` waits until every started server serves as leader or follower.
+    ``log()`` shows ZooKeeper's INFO log (slf4j-simple, when installed); ``wait`` waits until every started server serves as leader or follower.
     ``extra`` holds ``myid``, ``quorum_port``, ``election_port`` and ``root``; ``cleanup_ensemble``
     stops them and removes their data."""
     root = tempfile.mkdtemp(prefix="zk-members-test-")
-    classpath = [ZK_CONF_DIR, ZK_JAR]
-    if with_log and os.path.exists(SLF4J_SIMPLE_JAR):
-        classpath.append(SLF4J_SIMPLE_JAR)
     servers: list[ServerProcess] = []
     try:
         for myid in myids:
@@ -435,15 +444,12 @@ def start_apache_members(members: Mapping[str, str], myids: Sequence[int],
                 "cnxTimeout": "1000", **members, **(settings or {}),
             })
             log_path = os.path.join(workdir, "server.log")
-            cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                   "-Dzookeeper.extendedTypesEnabled=true", "-Dzookeeper.admin.enableServer=false",
-                   *(f"-D{k}={v}" for k, v in (jvm_props or {}).items()),
-                   "-cp", ":".join(classpath), "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg]
+            cmd = _member_command("apache", cfg, jvm_props)
             with open(log_path, "ab") as log:
                 proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
             servers.append(ServerProcess("apache", client, proc, workdir, log_path,
                                          {"myid": str(myid), "quorum_port": quorum,
-                                          "election_port": election, "root": root}))
+                                          "election_port": election, "root": root}, cmd))
         if wait:
             wait_ensemble_serving(servers, ready_s)
     except BaseException:
