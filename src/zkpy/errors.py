@@ -105,6 +105,13 @@ QuotaExceededError = _error("QuotaExceededError", Code.QUOTAEXCEEDED)
 ThrottledOpError = _error("ThrottledOpError", Code.THROTTLEDOP)
 
 
+class ConnectionClosedError(ConnectionLoss):  # type: ignore[valid-type,misc]
+    """The client was closed or never started (kazoo's name). A ConnectionLoss, so handlers of
+    that still catch it, but not retryable: no retry can reopen a closed client."""
+
+    retryable = False
+
+
 def error_for(code: int, path: str | None = None) -> ZookeeperError:
     """The exception for a wire error code; unknown codes give the generic ZookeeperError."""
     cls = _BY_CODE.get(code)

@@ -275,16 +275,26 @@ def test_watch_iterator_yields_persistent_watch_events(base: tuple[str, str]) ->
         assert list(events) == []
 
 
-def test_calls_after_close_fail_with_connection_loss(any_server: ServerProcess) -> None:
-    from zkpy.errors import ConnectionLoss
+def test_calls_after_close_fail_with_connection_closed(any_server: ServerProcess) -> None:
+    """A ConnectionLoss (handlers of that still catch it) that no retry policy retries."""
+    from zkpy.errors import ConnectionClosedError, ConnectionLoss
 
     zk = Client(any_server.hosts)
     zk.start()
     zk.close()
-    with pytest.raises(ConnectionLoss):
+    with pytest.raises(ConnectionClosedError):
         zk.get("/")
     with pytest.raises(ConnectionLoss):
         zk.get_async("/")
+    calls = []
+
+    def get_root() -> object:
+        calls.append(1)
+        return zk.get("/")
+
+    with pytest.raises(ConnectionClosedError):
+        RetryPolicy(max_tries=5, delay=0).run_sync(get_root)
+    assert len(calls) == 1, "a closed client is not retried"
 
 
 def test_retry_policy_runs_blocking_calls(base: tuple[str, str]) -> None:

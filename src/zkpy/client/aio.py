@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from zkpy.errors import (
+    ConnectionClosedError,
     ConnectionLoss,
     NodeExistsError,
     NoNodeError,
@@ -456,9 +457,9 @@ class AsyncClient:
             if st.is_terminal:
                 if st is ClientState.AUTH_FAILED:
                     raise error_for(-115)
-                raise ConnectionLoss("client is closed")
+                raise ConnectionClosedError("client is closed")
             if self._run_task is None:
-                raise ConnectionLoss("client not started")
+                raise ConnectionClosedError("client not started")
             w = loop.create_future()
             self._state_waiters.append(w)
             remaining = deadline - loop.time()

@@ -39,6 +39,7 @@ from typing import Any, Protocol
 from zkpy.errors import (
     AuthFailedError,
     Code,
+    ConnectionClosedError,
     ConnectionLoss,
     InvariantError,
     ProtocolError,
@@ -451,7 +452,7 @@ class ClientCore:
         out: list[ClientEvent] = []
         self._decoder = None
         self._handshaking = False
-        self._fail_pending(ConnectionLoss, out)
+        self._fail_pending(ConnectionClosedError if self._closing else ConnectionLoss, out)
         if self._closing and not self.state.is_terminal:
             self._set_state(ClientState.CLOSED, out)
         elif self.state.is_connected:
@@ -462,7 +463,7 @@ class ClientCore:
         """The client gives up the session locally (no server round trip): CLOSED."""
         out: list[ClientEvent] = []
         self._decoder = None
-        self._fail_pending(ConnectionLoss, out)
+        self._fail_pending(ConnectionClosedError, out)
         if self.state is not ClientState.CLOSED:
             self._set_state(ClientState.CLOSED, out)
         return out
@@ -845,4 +846,4 @@ def _terminal_error(state: ClientState) -> ZookeeperError:
         return SessionExpiredError()
     if state is ClientState.AUTH_FAILED:
         return AuthFailedError()
-    return ConnectionLoss("client is closed")
+    return ConnectionClosedError("client is closed")

@@ -37,7 +37,12 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, ove
 from zkpy.client.aio import AsyncClient
 from zkpy.client.aio import Transaction as AsyncTransaction
 from zkpy.client.core import ClientState, WatchedEvent
-from zkpy.errors import AuthFailedError, ConnectionLoss, SessionExpiredError, ZookeeperError
+from zkpy.errors import (
+    AuthFailedError,
+    ConnectionClosedError,
+    SessionExpiredError,
+    ZookeeperError,
+)
 from zkpy.wire.consts import EventType, KeeperState, WatcherType
 from zkpy.wire.proto import ACL, ClientInfo, Stat
 
@@ -291,7 +296,7 @@ class Client:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise ConnectionLoss("client is closed")
+            raise ConnectionClosedError("client is closed")
         if threading.current_thread() is self._loop_thread:
             raise RuntimeError("a blocking zkpy call on the client's own loop thread would deadlock")
 
@@ -311,7 +316,7 @@ class Client:
         try:
             return asyncio.run_coroutine_threadsafe(coro, self._loop).result()  # type: ignore[arg-type]
         except concurrent.futures.CancelledError:  # close() cancelled it
-            raise ConnectionLoss("client is closed") from None
+            raise ConnectionClosedError("client is closed") from None
 
     def _run_async(self, fn: Callable[P, Awaitable[T]], *args: P.args,
                    **kwargs: P.kwargs) -> concurrent.futures.Future[T]:
@@ -329,7 +334,7 @@ class Client:
             try:
                 result = await fn(*args, **kwargs)
             except asyncio.CancelledError:
-                submit(_settle, future, None, ConnectionLoss("client is closed"))
+                submit(_settle, future, None, ConnectionClosedError("client is closed"))
                 raise
             except BaseException as exc:
                 submit(_settle, future, None, exc)
@@ -339,7 +344,7 @@ class Client:
         def start() -> None:  # on the loop thread
             task = self._loop.create_task(call())
             # a task cancelled before its first step never enters call()'s try block
-            task.add_done_callback(lambda t: submit(_settle, future, None, ConnectionLoss("client is closed"))
+            task.add_done_callback(lambda t: submit(_settle, future, None, ConnectionClosedError("client is closed"))
                                    if t.cancelled() else None)
 
         self._loop.call_soon_threadsafe(start)

@@ -22,6 +22,7 @@ from zkpy.client.core import (
 )
 from zkpy.errors import (
     AuthFailedError,
+    ConnectionClosedError,
     ConnectionLoss,
     InvariantError,
     NoNodeError,
@@ -234,6 +235,15 @@ def test_connection_loss_fails_every_pending_request_in_order() -> None:
     assert all(isinstance(f.error, ConnectionLoss) for f in failed)
     with pytest.raises(ConnectionLoss):
         core.request(OpCode.GET_DATA, GetDataRequest("/a", False), "c")
+
+
+def test_close_fails_pending_requests_with_connection_closed() -> None:
+    core = connected_core()
+    core.request(OpCode.GET_DATA, GetDataRequest("/a", False), "a")
+    failed = events_of(core.close(), RequestFailed)
+    assert [type(f.error) for f in failed] == [ConnectionClosedError]
+    with pytest.raises(ConnectionClosedError):
+        core.request(OpCode.GET_DATA, GetDataRequest("/a", False), "b")
 
 
 def test_pings_are_not_matched_against_pending_requests() -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from zkpy.client.retry import RetryPolicy, is_retryable
 from zkpy.errors import (
+    ConnectionClosedError,
     ConnectionLoss,
     NoNodeError,
     OperationTimeoutError,
@@ -93,6 +94,7 @@ def test_only_errors_flagged_retryable_are_retried() -> None:
     assert not is_retryable(SessionExpiredError())
     assert not is_retryable(NoNodeError())
     assert not is_retryable(ValueError())
+    assert not is_retryable(ConnectionClosedError()), "a closed client stays closed"
 
     class Odd(SessionExpiredError):
         retryable = True
