@@ -6,9 +6,16 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from zkpy.testing import servers as started_servers
 from zkpy.testing.servers import ServerProcess, apache_available, log_tail, start_apache, start_zkpy
+
+# No per-example deadline and no too-slow health check: on a loaded CI machine an example that
+# takes 250 ms is not a bug, and a timing failure is not a property failure. print_blob gives
+# the reproduction of a failing example.
+settings.register_profile("zkpy", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True)
+settings.load_profile("zkpy")
 
 
 def require_apache() -> None:
