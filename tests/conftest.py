@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from zkpy.testing import servers as started_servers
-from zkpy.testing.servers import ServerProcess, apache_available, log_tail, start_apache, start_zkpy
+from zkpy.testing.servers import ServerProcess, apache_available, start_apache, start_zkpy
 
 # No per-example deadline and no too-slow health check: on a loaded CI machine an example that
 # takes 250 ms is not a bug, and a timing failure is not a property failure. print_blob gives
@@ -47,22 +47,30 @@ def any_server(request: pytest.FixtureRequest) -> ServerProcess:
     return request.getfixturevalue(f"{request.param}_server")  # type: ignore[no-any-return]
 
 
-_FIRST_SERVER = pytest.StashKey[int]()
+_LOG_MARKS = pytest.StashKey[tuple[int, dict[int, int]]]()
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    item.stash[_FIRST_SERVER] = len(started_servers.STARTED)
+    """How many servers were started before the test, and where the logs of the running ones
+    (shared servers included) stand."""
+    running = {id(s): s.log_size() for s in started_servers.STARTED if s.proc.poll() is None}
+    item.stash[_LOG_MARKS] = (len(started_servers.STARTED), running)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    """A failing test's report ends with the log tails of the servers it started: their data dirs
-    (and logs) are removed at teardown, and a CI failure must be diagnosable from its output."""
+    """A failing test's report ends with the tail of what each server wrote during the test:
+    the data dirs of the servers it started are gone after teardown, and a CI failure must be
+    diagnosable from its output."""
     outcome = yield
     report = outcome.get_result()  # type: ignore[attr-defined]
     if report.when != "call" or not report.failed:
         return
-    for server in started_servers.STARTED[item.stash.get(_FIRST_SERVER, 0):]:
-        name = f"{server.kind} server {server.extra.get('myid', server.port)} log (tail)"
-        report.sections.append((name, log_tail(server)))
+    first_new, running = item.stash.get(_LOG_MARKS, (len(started_servers.STARTED), {}))
+    for i, server in enumerate(started_servers.STARTED):
+        if i < first_new and id(server) not in running:
+            continue  # an earlier test's server, gone before this one began
+        log = server.log(running.get(id(server), 0))
+        name = f"{server.kind} server {server.extra.get('myid', server.port)} log during the test (tail)"
+        report.sections.append((name, "\n".join(log.splitlines()[-200:])))

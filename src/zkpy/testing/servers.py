@@ -70,14 +70,22 @@ class ServerProcess:
     def hosts(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def log(self) -> str:
+    def log(self, since: int = 0) -> str:
+        """The server's log from byte ``since`` on (the kept tail once its data dir is gone)."""
         if self.kept_log is not None:
             return self.kept_log
         try:
-            with open(self.log_path, encoding="utf-8", errors="replace") as f:
-                return f.read()
+            with open(self.log_path, "rb") as f:
+                f.seek(since)
+                return f.read().decode("utf-8", errors="replace")
         except OSError:
             return ""
+
+    def log_size(self) -> int:
+        try:
+            return os.path.getsize(self.log_path)
+        except OSError:
+            return 0
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int | None:
         if self.proc.poll() is None:
