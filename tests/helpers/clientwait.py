@@ -21,9 +21,10 @@ def run(make: Callable[[], Coroutine[Any, Any, _T]], deadline_s: float = 60.0) -
     return asyncio.run(bounded())
 
 
-async def eventually(condition: Callable[[], bool | Awaitable[bool]], what: str,
+async def eventually(condition: Callable[[], bool | Awaitable[bool]], what: str | Callable[[], str],
                      deadline_s: float = DEADLINE, poll_s: float = 0.01) -> None:
-    """Wait until ``condition()`` holds (it may be a coroutine function), or fail after ``deadline_s``."""
+    """Wait until ``condition()`` holds (it may be a coroutine function), or fail after ``deadline_s``
+    (``what`` may be a function, to describe the state at the time of the failure)."""
     deadline = time.monotonic() + deadline_s
     while True:
         result = condition()
@@ -32,7 +33,7 @@ async def eventually(condition: Callable[[], bool | Awaitable[bool]], what: str,
         if result:
             return
         if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {deadline_s}s waiting for {what}")
+            raise AssertionError(f"timed out after {deadline_s}s waiting for {what() if callable(what) else what}")
         await asyncio.sleep(poll_s)
 
 
@@ -57,4 +58,4 @@ class StateLog:
 
     async def wait_for(self, state: Any, count: int = 1, deadline_s: float = DEADLINE) -> None:
         await eventually(lambda: self.states.count(state) >= count,
-                         f"state {state} x{count} (seen {self.states})", deadline_s)
+                         lambda: f"state {state} x{count} (seen {self.states})", deadline_s)

@@ -195,8 +195,9 @@ class StateLog:
 @pytest.mark.parametrize("mode", ["reset", "blackhole"])
 def test_kazoo_keeps_its_session_across_a_short_cut(zkpy_server: ServerProcess, mode: str) -> None:
     with TcpProxy("127.0.0.1", zkpy_server.port) as p:
-        # 4 s session: kazoo reads with a 2/3 timeout, so a blackhole is noticed in under 3 s.
-        zk = KazooClient(hosts=p.hosts, timeout=4.0,
+        # 8 s session: kazoo reads with a 2/3 timeout, so a blackhole is noticed in under 6 s,
+        # and it has over 2 s to get back, even on a loaded machine.
+        zk = KazooClient(hosts=p.hosts, timeout=8.0,
                          connection_retry={"max_tries": -1, "delay": 0.05, "max_delay": 0.2})
         zk.start(timeout=DEADLINE)
         log = StateLog()
