@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
+from tests.helpers import ensemble_workload
 
 from zkpy.testing import servers as started_servers
 from zkpy.testing.servers import ServerProcess, apache_available, start_apache, start_zkpy
@@ -45,6 +46,13 @@ def apache_server() -> Iterator[ServerProcess]:
 def any_server(request: pytest.FixtureRequest) -> ServerProcess:
     """The same test against zkpy and against Apache ZooKeeper."""
     return request.getfixturevalue(f"{request.param}_server")  # type: ignore[no-any-return]
+
+
+@pytest.fixture(autouse=True)
+def _close_writers() -> Iterator[None]:
+    yield
+    if ensemble_workload.LIVE_WRITERS:
+        ensemble_workload.close_writers()
 
 
 _LOG_MARKS = pytest.StashKey[tuple[int, dict[int, int]]]()

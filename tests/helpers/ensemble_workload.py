@@ -31,6 +31,7 @@ class Writer(threading.Thread):
         self.errors: list[str] = []
         self.stopping = threading.Event()
         self.count = 0
+        LIVE_WRITERS.append(self)
 
     def start_session(self) -> None:
         self.client.start(timeout=30)
@@ -78,6 +79,21 @@ class Writer(threading.Thread):
         self.stopping.set()
         self.join(90)
         assert not self.is_alive(), f"{self.tag} did not stop"
+
+
+LIVE_WRITERS: list[Writer] = []
+
+
+def close_writers() -> None:
+    """Stop every writer and close its client (after each test, passed or failed): a writer left
+    running would retry against servers that are gone for the rest of the run."""
+    while LIVE_WRITERS:
+        w = LIVE_WRITERS.pop()
+        w.stopping.set()
+        if w.is_alive():
+            w.join(10)
+        w.client.stop()
+        w.client.close()
 
 
 def patient_client(hosts: str, timeout_s: float = 10.0) -> KazooClient:
