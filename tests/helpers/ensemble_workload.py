@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss, KazooException, NodeExistsError, NoNodeError, SessionExpiredError
@@ -90,9 +91,9 @@ def close_writers() -> None:
     while LIVE_WRITERS:
         w = LIVE_WRITERS.pop()
         w.stopping.set()
+        w.client.stop()  # fails a create waiting for a connection that may never come back
         if w.is_alive():
             w.join(10)
-        w.client.stop()
         w.client.close()
 
 
@@ -106,23 +107,38 @@ def patient_client(hosts: str, timeout_s: float = 10.0) -> KazooClient:
     return client
 
 
+def _read_level(client: KazooClient, paths: list[str]) -> dict[str, tuple[bytes, Any, list[str]] | None]:
+    """Data, Stat and children of every path, all requests pipelined; None for a path that is gone.
+    Raises ConnectionLoss if the connection drops: the caller reads the level again."""
+    asked = [(p, client.get_async(p), client.get_children_async(p)) for p in paths]
+    out: dict[str, tuple[bytes, Any, list[str]] | None] = {}
+    for path, get, children in asked:
+        try:
+            data, stat = get.get(timeout=60)
+            out[path] = (data, stat, children.get(timeout=60))
+        except NoNodeError:
+            out[path] = None
+    return out
+
+
 def tree_dump(port: int, root: str = "/") -> dict[str, tuple[bytes, int, int, int, int, int]]:
     """Every node under ``root`` on the server at ``port`` (after a sync): data and the Stat fields
-    every replica must agree on (czxid, mzxid, version, cversion, ephemeralOwner)."""
+    every replica must agree on (czxid, mzxid, version, cversion, ephemeralOwner). Read a level
+    of the tree at a time, pipelined: thousands of nodes take a moment, not seconds."""
     client = patient_client(f"127.0.0.1:{port}")
     try:
         client.retry(client.sync, "/")
         out: dict[str, tuple[bytes, int, int, int, int, int]] = {}
-        stack = [root]
-        while stack:
-            path = stack.pop()
-            try:
-                data, stat = client.retry(client.get, path)
-                children = client.retry(client.get_children, path)
-            except NoNodeError:
-                continue
-            out[path] = (data, stat.czxid, stat.mzxid, stat.version, stat.cversion, stat.ephemeralOwner)
-            stack.extend(f"{path.rstrip('/')}/{c}" for c in children)
+        level = [root]
+        while level:
+            found = client.retry(_read_level, client, level)
+            level = []
+            for path, node in found.items():
+                if node is None:
+                    continue
+                data, stat, children = node
+                out[path] = (data, stat.czxid, stat.mzxid, stat.version, stat.cversion, stat.ephemeralOwner)
+                level.extend(f"{path.rstrip('/')}/{c}" for c in children)
         return out
     finally:
         client.stop()

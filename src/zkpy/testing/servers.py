@@ -400,19 +400,25 @@ def cleanup_ensemble(servers: Sequence[ServerProcess]) -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def server_of_session(servers: Sequence[ServerProcess], session_id: int) -> ServerProcess | None:
-    """The running server whose ``cons`` lists a connection of ``session_id``, if any."""
+def server_of_session(servers: Sequence[ServerProcess], session_id: int,
+                      deadline_s: float = 10.0) -> ServerProcess | None:
+    """The running server whose ``cons`` lists a connection of ``session_id``; None if none does
+    within ``deadline_s`` (a busy server may answer ``cons`` slowly, or list a new connection late)."""
     needle = f"sid=0x{session_id:x}"
-    for s in servers:
-        if s.proc.poll() is not None:
-            continue
-        try:
-            answer = four_letter(s.port, "cons", timeout=1.0)
-        except OSError:
-            continue
-        if any(needle + "," in line or needle + ")" in line for line in answer.splitlines()):
-            return s
-    return None
+    deadline = time.monotonic() + deadline_s
+    while True:
+        for s in servers:
+            if s.proc.poll() is not None:
+                continue
+            try:
+                answer = four_letter(s.port, "cons", timeout=2.0)
+            except OSError:
+                continue
+            if any(needle + "," in line or needle + ")" in line for line in answer.splitlines()):
+                return s
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.05)
 
 
 def _member_ports(line: str) -> tuple[str, str]:
