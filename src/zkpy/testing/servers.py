@@ -321,29 +321,48 @@ def start_ensemble(kinds: Sequence[str], settings: Mapping[str, str | None] | No
     members = {f"server.{i + 1}": f"127.0.0.1:{quorum}:{election}{':observer' if i + 1 in observers else ''}"
                                   f";127.0.0.1:{client}"
                for i, (client, quorum, election) in enumerate(ports)}
+    return _launch_members(root, [(kind, i + 1, client) for i, (kind, (client, _, _)) in enumerate(zip(kinds, ports))],
+                           members, settings, tick_ms=tick_ms, jvm_props=jvm_props, observers=observers,
+                           wait=wait, ready_s=ready_s)
+
+
+def _spawn_member(kind: str, root: str, myid: int, client: int, members: Mapping[str, str],
+                  settings: Mapping[str, str | None] | None, *, tick_ms: int,
+                  jvm_props: Mapping[str, str] | None, observer: bool) -> ServerProcess:
+    """Start, without waiting for it, ensemble member ``myid`` in ``root/server<myid>``: its data
+    dir with ``myid``, its zoo.cfg (every member's line, ``settings`` on top), its log, its process."""
+    quorum, election = _member_ports(members[f"server.{myid}"])
+    workdir = os.path.join(root, f"server{myid}")
+    os.makedirs(os.path.join(workdir, "data"))
+    with open(os.path.join(workdir, "data", "myid"), "w", encoding="ascii") as f:
+        f.write(f"{myid}\n")
+    # TTL nodes: a zoo.cfg key for zkpy, a system property for Apache (set in _member_command)
+    own = {"extendedTypesEnabled": "true"} if kind == "zkpy" else {}
+    cfg = _write_cfg(workdir, client, {
+        "tickTime": str(tick_ms), "initLimit": "10", "syncLimit": "5",
+        "admin.enableServer": "false", "standaloneEnabled": "false", "reconfigEnabled": "false",
+        "cnxTimeout": "1000", **own, **members, **(settings or {}),
+        **({"peerType": "observer"} if observer else {}),
+    })
+    log_path = os.path.join(workdir, "server.log")
+    cmd = _member_command(kind, cfg, jvm_props)
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
+    return ServerProcess(kind, client, proc, workdir, log_path,
+                         {"myid": str(myid), "quorum_port": quorum, "election_port": election, "root": root}, cmd)
+
+
+def _launch_members(root: str, starts: Sequence[tuple[str, int, int]], members: Mapping[str, str],
+                    settings: Mapping[str, str | None] | None, *, tick_ms: int,
+                    jvm_props: Mapping[str, str] | None, observers: Sequence[int], wait: bool,
+                    ready_s: float) -> list[ServerProcess]:
+    """Start every ``(kind, myid, client port)`` before waiting for any; on any failure, kill what
+    was started and remove ``root``."""
     servers: list[ServerProcess] = []
     try:
-        for i, (kind, (client, quorum, election)) in enumerate(zip(kinds, ports)):
-            myid = i + 1
-            workdir = os.path.join(root, f"server{myid}")
-            os.makedirs(os.path.join(workdir, "data"))
-            with open(os.path.join(workdir, "data", "myid"), "w", encoding="ascii") as f:
-                f.write(f"{myid}\n")
-            # TTL nodes: a zoo.cfg key for zkpy, a system property for Apache (set in _member_command)
-            own = {"cnxTimeout": "1000"} if kind == "apache" else {"cnxTimeout": "1000", "extendedTypesEnabled": "true"}
-            cfg = _write_cfg(workdir, client, {
-                "tickTime": str(tick_ms), "initLimit": "10", "syncLimit": "5",
-                "admin.enableServer": "false", "standaloneEnabled": "false", "reconfigEnabled": "false",
-                **own, **members, **(settings or {}),
-                **({"peerType": "observer"} if myid in observers else {}),
-            })
-            log_path = os.path.join(workdir, "server.log")
-            cmd = _member_command(kind, cfg, jvm_props)
-            with open(log_path, "ab") as log:
-                proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
-            servers.append(ServerProcess(kind, client, proc, workdir, log_path,
-                                         {"myid": str(myid), "quorum_port": str(quorum),
-                                          "election_port": str(election), "root": root}, cmd))
+        for kind, myid, client in starts:
+            servers.append(_spawn_member(kind, root, myid, client, members, settings, tick_ms=tick_ms,
+                                         jvm_props=jvm_props, observer=myid in observers))
         if wait:
             wait_ensemble_serving(servers, ready_s)
     except BaseException:
@@ -443,33 +462,5 @@ def start_apache_members(members: Mapping[str, str], myids: Sequence[int],
     ``extra`` holds ``myid``, ``quorum_port``, ``election_port`` and ``root``; ``cleanup_ensemble``
     stops them and removes their data."""
     root = tempfile.mkdtemp(prefix="zk-members-test-")
-    servers: list[ServerProcess] = []
-    try:
-        for myid in myids:
-            quorum, election = _member_ports(members[f"server.{myid}"])
-            client = free_port()
-            workdir = os.path.join(root, f"server{myid}")
-            os.makedirs(os.path.join(workdir, "data"))
-            with open(os.path.join(workdir, "data", "myid"), "w", encoding="ascii") as f:
-                f.write(f"{myid}\n")
-            cfg = _write_cfg(workdir, client, {
-                "tickTime": str(tick_ms), "initLimit": "10", "syncLimit": "5",
-                "admin.enableServer": "false", "standaloneEnabled": "false", "reconfigEnabled": "false",
-                "cnxTimeout": "1000", **members, **(settings or {}),
-            })
-            log_path = os.path.join(workdir, "server.log")
-            cmd = _member_command("apache", cfg, jvm_props)
-            with open(log_path, "ab") as log:
-                proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
-            servers.append(ServerProcess("apache", client, proc, workdir, log_path,
-                                         {"myid": str(myid), "quorum_port": quorum,
-                                          "election_port": election, "root": root}, cmd))
-        if wait:
-            wait_ensemble_serving(servers, ready_s)
-    except BaseException:
-        for s in servers:
-            s.stop(signal.SIGKILL)
-            s.remove_files()
-        shutil.rmtree(root, ignore_errors=True)
-        raise
-    return servers
+    return _launch_members(root, [("apache", myid, free_port()) for myid in myids], members, settings,
+                           tick_ms=tick_ms, jvm_props=jvm_props, observers=(), wait=wait, ready_s=ready_s)
