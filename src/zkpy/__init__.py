@@ -8,9 +8,11 @@ __version__ = "0.1.0"
 
 __all__ = ["AsyncClient", "ClientState", "WatchedEvent"]
 
-_CLIENT_NAMES = {"AsyncClient": "zkpy.client.aio", "ClientState": "zkpy.client.core", "WatchedEvent": "zkpy.client.core"}
-_CLIENT_NAMES["Client"] = "zkpy.client.sync"
-_CLIENT_NAMES["RetryPolicy"] = "zkpy.client.retry"
+# Client and AsyncClient are the clients with kazoo's recipe factories (zk.Lock(...)); the bare
+# ones are zkpy.client.sync.Client and zkpy.client.aio.AsyncClient
+_CLIENT_NAMES = {"AsyncClient": "zkpy.recipes.clients", "Client": "zkpy.recipes.clients",
+                 "ClientState": "zkpy.client.core", "WatchedEvent": "zkpy.client.core",
+                 "RetryPolicy": "zkpy.client.retry"}
 __all__ += ["Client", "RetryPolicy"]
 
 

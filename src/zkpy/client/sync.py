@@ -310,13 +310,54 @@ class Client:
         return asyncio.run_coroutine_threadsafe(call(), self._loop).result()
 
     def _run(self, fn: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs) -> T:
-        """Await ``fn(*args, **kwargs)`` on the loop thread; block until it is done."""
+        """Await ``fn(*args, **kwargs)`` on the loop thread; block until it is done. A wait cut
+        short by an exception in this thread (KeyboardInterrupt) cancels the coroutine."""
         self._check_open()
         coro = fn(*args, **kwargs)  # inert until the loop runs it; no wrapper coroutine per call
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)  # type: ignore[arg-type]
         try:
-            return asyncio.run_coroutine_threadsafe(coro, self._loop).result()  # type: ignore[arg-type]
+            return future.result()
         except concurrent.futures.CancelledError:  # close() cancelled it
             raise ConnectionClosedError("client is closed") from None
+        except BaseException:
+            future.cancel()  # no-op once done; else the coroutine gets CancelledError and cleans up
+            raise
+
+    def run(self, fn: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Await the coroutine function ``fn(*args, **kwargs)`` on the client's event loop, where
+        `aio` lives, and block until it is done: how blocking code uses asyncio code written for
+        `AsyncClient` (the blocking recipes are built this way). An interrupted wait
+        (KeyboardInterrupt) cancels the coroutine, so it can clean up.
+
+        Raises what ``fn`` raises, ConnectionClosedError if the client is (or gets) closed, and
+        RuntimeError on the loop thread (it would wait for itself)."""
+        return self._run(fn, *args, **kwargs)
+
+    @property
+    def aio(self) -> AsyncClient:
+        """The `AsyncClient` this client runs on its loop thread. Use it only in coroutines
+        passed to `run` (it belongs to that loop, not to the calling thread)."""
+        return self._async
+
+    def call_soon(self, fn: Callable[..., object], *args: Any) -> None:
+        """Call ``fn(*args)`` on the client's loop thread, from any thread, without waiting."""
+        self._loop.call_soon_threadsafe(fn, *args)
+
+    def dispatch(self, fn: Callable[..., T], *args: Any) -> concurrent.futures.Future[T]:
+        """Call ``fn(*args)`` on the dispatch thread, in order with every other callback; the
+        Future holds its result or exception. The blocking recipes run user callbacks this way."""
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def call() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                future.set_result(fn(*args))
+            except BaseException as exc:
+                future.set_exception(exc)
+
+        self._dispatcher.submit(call)
+        return future
 
     def _run_async(self, fn: Callable[P, Awaitable[T]], *args: P.args,
                    **kwargs: P.kwargs) -> concurrent.futures.Future[T]:
