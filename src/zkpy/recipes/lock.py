@@ -47,7 +47,7 @@ from zkpy.wire.consts import WatcherType
 
 from .blocking import BlockingHold
 from .ownership import Holding, Ownership, OwnershipListener
-from .sequential import OnceCreator, new_guid, sequence_of
+from .sequential import SEQUENCE_SUFFIX, OnceCreator, new_guid, sequence_of
 from .support import DEFAULT_RETRY, Waiter, acquire_once, read_children_data
 
 __all__ = ["AsyncLock", "AsyncReadLock", "AsyncWriteLock", "Lock", "ReadLock", "WriteLock", "lock_holders"]
@@ -57,7 +57,7 @@ READ_LOCK_NAME = "__rlock__"
 
 
 def _pattern(names: Sequence[str]) -> re.Pattern[str]:
-    return re.compile(r"(?:{})(-?\d{{10}})$".format("|".join(re.escape(n) for n in sorted(set(names)))))
+    return re.compile("(?:{}){}$".format("|".join(re.escape(n) for n in sorted(set(names))), SEQUENCE_SUFFIX))
 
 
 class AsyncLock:
@@ -90,6 +90,12 @@ class AsyncLock:
     def node(self) -> str | None:
         """This contender's node name (``<guid>__lock__NNNNNNNNNN``), once created."""
         return self._creator.name if self._creator is not None else None
+
+    @property
+    def notifications(self) -> int:
+        """Watch notifications this contender has received while it waited (one per wake-up: a
+        release wakes only the contender right behind it)."""
+        return self._waiter.notifications
 
     @property
     def ownership(self) -> Ownership:
@@ -181,8 +187,9 @@ class AsyncLock:
 
     async def _abandon(self) -> None:
         """The acquire failed or was given up: delete the node, free the object."""
-        if self._holding is not None:
-            self._holding.stop(Ownership.RELEASED)
+        holding, self._holding = self._holding, None
+        if holding is not None:
+            holding.stop(Ownership.RELEASED)
         self.is_acquired = False
         if self._creator is not None:
             await self._creator.forget()
@@ -228,11 +235,14 @@ class AsyncReadLock(AsyncLock):
     blocked_by = (LOCK_NAME,)
 
 
+_HOLDER = re.compile(f"({re.escape(LOCK_NAME)}|{re.escape(READ_LOCK_NAME)}){SEQUENCE_SUFFIX}$")
+
+
 def lock_holders(children: Sequence[str]) -> list[str]:
     """Which of a shared lock's children hold it now: the lowest node if it is a writer, else
     every reader below the lowest writer."""
     nodes = sorted((int(m.group(2)), m.group(1), c) for c in children
-                   if (m := re.search(rf"({re.escape(LOCK_NAME)}|{re.escape(READ_LOCK_NAME)})(-?\d{{10}})$", c)))
+                   if (m := _HOLDER.search(c)))
     if not nodes:
         return []
     if nodes[0][1] == LOCK_NAME:
@@ -264,6 +274,10 @@ class Lock(BlockingHold[AsyncLock]):
     @property
     def node(self) -> str | None:
         return self.aio.node
+
+    @property
+    def notifications(self) -> int:
+        return self.aio.notifications
 
     def acquire(self, blocking: bool = True, timeout: float | None = None, ephemeral: bool = True) -> bool:
         """As `AsyncLock.acquire`: True once held; raises `LockTimeout`, `CancelledError`,

@@ -41,13 +41,13 @@ from zkpy.client.sync import Client
 from zkpy.errors import NodeExistsError, NoNodeError, ZookeeperError
 
 from .errors import RecipeTimeout
-from .sequential import OnceCreator, find_prefixed, new_guid
+from .sequential import SEQUENCE_SUFFIX, OnceCreator, find_prefixed, new_guid
 from .support import DEFAULT_RETRY, Waiter, within
 
 __all__ = ["AsyncLockingQueue", "AsyncPriorityQueue", "AsyncQueue", "LockingQueue", "PriorityQueue", "Queue",
            "entry_order"]
 
-_ENTRY = re.compile(r"^entry-(\d{3})-(?:.*-)?(-?\d{10})$")
+_ENTRY = re.compile(rf"^entry-(\d{{3}})-(?:[0-9a-f]{{32}}-)?{SEQUENCE_SUFFIX}$")
 
 
 def entry_order(names: Sequence[str]) -> list[str]:

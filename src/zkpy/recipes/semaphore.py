@@ -130,8 +130,9 @@ class AsyncSemaphore:
         return True
 
     async def _abandon(self) -> None:
-        if self._holding is not None:
-            self._holding.stop()
+        holding, self._holding = self._holding, None
+        if holding is not None:
+            holding.stop()
         self.is_acquired = False
         try:
             await self.retry(self.client.delete, self.lease_path)

@@ -26,9 +26,12 @@ from zkpy.errors import NoNodeError, ZookeeperError
 
 from .support import DEFAULT_RETRY
 
-__all__ = ["OnceCreator", "find_prefixed", "new_guid", "sequence_of", "sort_by_sequence"]
+__all__ = ["SEQUENCE_SUFFIX", "OnceCreator", "find_prefixed", "new_guid", "sequence_of", "sort_by_sequence"]
 
-_SEQUENCE = re.compile(r"(-?\d{10})$")
+SEQUENCE_SUFFIX = r"(-[1-9]\d{9}|-\d{9}|\d{10})"
+"""The server's suffix: ``%010d`` of a signed 32-bit number (so ``-000000001`` for -1, not a
+dash before ten digits, which is a name's own dash: ``read-0000000001`` is 1)."""
+_SEQUENCE = re.compile(SEQUENCE_SUFFIX + "$")
 
 
 def new_guid() -> str:

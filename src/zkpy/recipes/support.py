@@ -60,6 +60,7 @@ class Waiter:
         self._wakeup: asyncio.Future[None] | None = None
         self.cancelled = False
         self.last_event: WatchedEvent | None = None
+        self.notifications = 0  # watch events received: how a test sees the herd effect, or its absence
 
     def arm(self) -> None:
         """Start a new wait: a wake-up from now on ends the next `wait`."""
@@ -69,6 +70,7 @@ class Waiter:
         """The watch callback (and the session listener): wake the current wait, if any."""
         if event is not None:
             self.last_event = event
+            self.notifications += 1
         if self._wakeup is not None and not self._wakeup.done():
             self._wakeup.set_result(None)
 

@@ -17,6 +17,12 @@ are lost, as after a real partition the peers would have given up on them) and n
 are forwarded again. ``retarget(host, port)`` changes where *new* connections go; connections
 already open stay with their server.
 
+``lose_reply(opcodes)`` (a proxy made with ``zk_frames=True``, which reads ZooKeeper's frames in
+both directions) forwards the next request whose opcode is one of ``opcodes`` and, when its reply
+comes back, resets that connection instead of passing the reply on: the request took effect on
+the server but its client sees ConnectionLoss, the case of the recipe guide's "Recoverable
+Errors". ``lost`` counts the replies lost so far.
+
 ``TcpProxy(host, port, ssl_context=server_ctx)`` terminates TLS: it accepts TLS connections from
 the client (``server_ctx`` holds the certificate) and forwards the plain bytes over TCP to the
 server, so a TLS client can be tested against servers that speak only plain TCP.
@@ -55,6 +61,30 @@ def _reset(writer: asyncio.StreamWriter | None) -> None:
     writer.transport.abort()
 
 
+_LENGTH = struct.Struct(">i")
+_REQUEST_HEADER = struct.Struct(">ii")  # xid, type
+
+
+class _Frames:
+    """Splits one direction of a ZooKeeper connection into frames (length-prefixed; the first
+    frame is the connect request or response, without a header)."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self.handshake_done = False
+
+    def feed(self, data: bytes) -> list[bytes]:
+        self._buf += data
+        frames = []
+        while len(self._buf) >= 4:
+            (size,) = _LENGTH.unpack_from(self._buf, 0)
+            if len(self._buf) < 4 + size:
+                break
+            frames.append(bytes(self._buf[:4 + size]))
+            del self._buf[:4 + size]
+        return frames
+
+
 @dataclass(eq=False)
 class _Link:
     """One client connection and, unless it is held, its server connection."""
@@ -63,6 +93,9 @@ class _Link:
     server: asyncio.StreamWriter | None = None
     frozen: bool = False
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    requests: _Frames = field(default_factory=_Frames)
+    replies: _Frames = field(default_factory=_Frames)
+    doomed_xid: int | None = None  # the request whose reply lose_reply() drops
 
     def reset(self) -> None:
         _reset(self.client)
@@ -74,9 +107,13 @@ class _Link:
 class TcpProxy:
     """A cuttable TCP proxy on loopback; see the module docstring for the cut modes."""
 
-    def __init__(self, target_host: str, target_port: int, *, ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(self, target_host: str, target_port: int, *, ssl_context: ssl.SSLContext | None = None,
+                 zk_frames: bool = False) -> None:
         self._target = (target_host, target_port)
         self._ssl_context = ssl_context
+        self._zk_frames = zk_frames
+        self._lose: frozenset[int] = frozenset()
+        self.lost = 0  # replies dropped by lose_reply()
         self._mode: CutMode | None = None
         self._links: set[_Link] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -120,6 +157,13 @@ class TcpProxy:
 
     def retarget(self, host: str, port: int) -> None:
         self._call(lambda: self._retarget(host, port))
+
+    def lose_reply(self, opcodes: set[int] | frozenset[int]) -> None:
+        """Drop the reply to the next request with one of ``opcodes`` and reset its connection
+        (see the module doc). Needs ``zk_frames=True``."""
+        if not self._zk_frames:
+            raise RuntimeError("lose_reply needs a proxy made with zk_frames=True")
+        self._lose = frozenset(opcodes)
 
     def connection_count(self) -> int:
         return self._call(self._count)
@@ -207,8 +251,10 @@ class TcpProxy:
             self._links.discard(link)
             return
         self.forwarded += 1
-        link.tasks = [asyncio.create_task(self._pump(reader, up_writer, link)),
-                      asyncio.create_task(self._pump(up_reader, writer, link))]
+        to_server, to_client = ((self._requests_seen, self._replies_to_pass) if self._zk_frames
+                                else (_as_is, _as_is))
+        link.tasks = [asyncio.create_task(self._pump(reader, up_writer, link, to_server)),
+                      asyncio.create_task(self._pump(up_reader, writer, link, to_client))]
 
     async def _drain_into_void(self, reader: asyncio.StreamReader, link: _Link) -> None:
         try:
@@ -219,14 +265,47 @@ class TcpProxy:
         finally:
             self._links.discard(link)
 
-    async def _pump(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, link: _Link) -> None:
-        """Copy ``src`` to ``dst`` until either side closes; drop the bytes while frozen.
+    def _requests_seen(self, link: _Link, data: bytes) -> bytes | None:
+        """Client to server: pass everything on; note the request whose reply is to be lost."""
+        for frame in link.requests.feed(data):
+            if not link.requests.handshake_done:
+                link.requests.handshake_done = True
+                continue
+            if len(frame) >= 12 and self._lose:
+                xid, op = _REQUEST_HEADER.unpack_from(frame, 4)
+                if op in self._lose:
+                    self._lose = frozenset()
+                    link.doomed_xid = xid
+        return data
+
+    def _replies_to_pass(self, link: _Link, data: bytes) -> bytes | None:
+        """Server to client: whole frames only; None (reset the link) at the doomed reply."""
+        out = bytearray()
+        for frame in link.replies.feed(data):
+            if not link.replies.handshake_done:
+                link.replies.handshake_done = True
+            elif link.doomed_xid is not None and len(frame) >= 8 \
+                    and _LENGTH.unpack_from(frame, 4)[0] == link.doomed_xid:
+                self.lost += 1
+                return None
+            out += frame
+        return bytes(out)
+
+    async def _pump(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, link: _Link,
+                    inspect: Callable[[_Link, bytes], bytes | None]) -> None:
+        """Copy ``src`` to ``dst`` until either side closes; drop the bytes while frozen;
+        ``inspect`` may hold bytes back or, returning None, end the link with a reset.
 
         A clean close on one side is passed on as a clean close (FIN) of the other."""
         try:
             while data := await src.read(_CHUNK):
                 if not link.frozen:
-                    dst.write(data)
+                    passed = inspect(link, data)
+                    if passed is None:
+                        link.reset()
+                        self._links.discard(link)
+                        return
+                    dst.write(passed)
                     await dst.drain()
         except (OSError, asyncio.CancelledError):
             link.reset()
@@ -237,3 +316,7 @@ class TcpProxy:
                 if w is not None and not w.transport.is_closing():
                     w.close()
             self._links.discard(link)
+
+
+def _as_is(link: _Link, data: bytes) -> bytes:
+    return data
