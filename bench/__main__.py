@@ -12,6 +12,10 @@ latency, restart on a large tree, snapshots under load): see ``bench/durability.
 ``python -m bench client [...]`` compares zkpy's client with kazoo (one session's pipelined
 throughput, synchronous call latency) on both servers: see ``bench/clientbench.py``.
 
+``python -m bench recipes [...]`` runs the paper's barrier experiment (Table 3) and lock hand-off
+latency (zkpy's Lock and kazoo's) on a 3-server zkpy and a 3-server ZooKeeper ensemble: see
+``bench/recipes.py``.
+
 ``python -m bench ensemble [...]`` compares a 3-server zkpy ensemble with a 3-server Apache
 ZooKeeper ensemble (throughput spread over the servers, create latency, leader failover): see
 ``bench/ensemble.py`` and ``python -m bench ensemble --help``.
@@ -161,6 +165,10 @@ def main(argv: list[str] | None = None) -> int:
         from . import clientbench
 
         return clientbench.main(argv[1:])
+    if argv[:1] == ["recipes"]:
+        from . import recipes
+
+        return recipes.main(argv[1:])
     if argv[:1] == ["ensemble"]:
         from . import ensemble
 
