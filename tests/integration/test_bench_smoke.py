@@ -105,3 +105,14 @@ def test_client_mode_runs_zkpy_and_kazoo_without_errors(zkpy_server: ServerProce
     assert sorted((x.client, len(x.latencies_ns)) for x in results.latency) == [("kazoo", 50), ("zkpy", 50)]
     assert "zkpy/kazoo" in clientbench.throughput_table(results, ["zkpy"])
     assert "kazoo p50 ms" in clientbench.latency_table(results, ["zkpy"])
+
+
+def test_recipe_bench_runs_a_barrier_point_and_lock_handoffs(zkpy_server: ServerProcess) -> None:
+    _bench()
+    from bench import recipes
+
+    row = recipes.barrier_run([zkpy_server], clients=3, barriers=2, processes=1)
+    assert (row["clients"], row["barriers"]) == (3, 2) and 0 < row["avg_s"] <= row["max_s"]
+    for client in ("zkpy", "kazoo"):
+        handoff = recipes.handoff_run([zkpy_server], client, waiters=3, rounds=2)
+        assert handoff["handoffs"] == 4 * 2 - 1 and 0 < handoff["p50_ms"] <= handoff["p99_ms"]

@@ -23,7 +23,7 @@ import random
 import ssl
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 from zkpy.errors import (
     ConnectionClosedError,
@@ -521,6 +521,14 @@ class AsyncClient:
             mode = CreateMode.PERSISTENT_SEQUENTIAL if sequence else CreateMode.PERSISTENT
         return (OpCode.CREATE2 if include_stat else OpCode.CREATE), CreateRequest(path, value, acl_list, int(mode))
 
+    @overload
+    async def create(self, path: str, value: bytes = ..., acl: Sequence[ACL] | None = ..., *,
+                     ephemeral: bool = ..., sequence: bool = ..., container: bool = ..., ttl_ms: int | None = ...,
+                     make_parents: bool = ..., include_stat: Literal[False] = ...) -> str: ...
+    @overload
+    async def create(self, path: str, value: bytes = ..., acl: Sequence[ACL] | None = ..., *,
+                     ephemeral: bool = ..., sequence: bool = ..., container: bool = ..., ttl_ms: int | None = ...,
+                     make_parents: bool = ..., include_stat: Literal[True]) -> tuple[str, Stat]: ...
     async def create(self, path: str, value: bytes = b"", acl: Sequence[ACL] | None = None, *,
                      ephemeral: bool = False, sequence: bool = False, container: bool = False,
                      ttl_ms: int | None = None, make_parents: bool = False,
@@ -592,6 +600,12 @@ class AsyncClient:
 
     set_data = set
 
+    @overload
+    async def get_children(self, path: str, watch: WatchCallback | None = ...,
+                           include_stat: Literal[False] = ...) -> list[str]: ...
+    @overload
+    async def get_children(self, path: str, watch: WatchCallback | None = ..., *,
+                           include_stat: Literal[True]) -> tuple[list[str], Stat]: ...
     async def get_children(self, path: str, watch: WatchCallback | None = None,
                            include_stat: bool = False) -> list[str] | tuple[list[str], Stat]:
         """Child names (``(names, Stat)`` with ``include_stat``); raises NoNodeError, NoAuthError, ..."""

@@ -106,7 +106,7 @@ async def revoke(client: AsyncClient, path: str, *, nodes: Sequence[str] | None 
 class RevocableLock(Lock):
     """The blocking form of `AsyncRevocableLock`; ``on_revoke`` runs on the dispatch thread."""
 
-    _async_class = AsyncRevocableLock
+    _async_class: type[_Revocable] = AsyncRevocableLock
     aio: _Revocable
 
     def __init__(self, client: Client, path: str, identifier: str | None = None,

@@ -33,11 +33,13 @@ import asyncio
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import cast
 
 from zkpy.client.aio import AsyncClient
 from zkpy.client.retry import RetryPolicy
 from zkpy.client.sync import Client
 from zkpy.errors import BadVersionError, NodeExistsError, NoNodeError, ZookeeperError
+from zkpy.wire.proto import Stat
 
 from .errors import RecipeError, RecipeTimeout
 from .sequential import new_guid
@@ -113,7 +115,8 @@ class _TwoPhase:
         # two reads for a dead one
         reads = await asyncio.gather(*(self.client.get(f"{tx}/votes/{s}", watch) for s in sites),
                                      self.client.get_children(f"{tx}/alive", watch))
-        votes, alive = reads[:-1], reads[-1]
+        votes = cast(list[tuple[bytes, Stat]], reads[:-1])
+        alive = cast(list[str], reads[-1])
         return {s: data for s, (data, _) in zip(sites, votes)}, set(alive)
 
     async def _settle(self, txid: str, verdict: Outcome) -> Outcome:
