@@ -454,7 +454,7 @@ def test_priority_queue_order_and_a_consumer_crash(ensemble: list[ServerProcess]
                 await queue.put(value.encode(), priority)
 
     run(produce)
-    workers.start("consumer", hosts, path, "--name", "solo", "--idle", "1")
+    workers.start("consumer", hosts, path, "--name", "solo")
     workers.wait_all()
     solo = [line.split()[2] for line in workers.lines() if line.startswith("consumed ")]
     assert solo == [v for _, v in sorted(items, key=lambda pv: pv[0])], "not by priority, then FIFO"
@@ -465,7 +465,7 @@ def test_priority_queue_order_and_a_consumer_crash(ensemble: list[ServerProcess]
     took = workers.wait_line(lambda line: line.startswith("took crasher"), "the crasher's take")[0].split()[2]
     crasher.wait(WAIT_S)
     for name in ("a", "b"):
-        workers.start("consumer", hosts, path, "--name", name, "--idle", str(SHORT_SESSION_S * 3))
+        workers.start("consumer", hosts, path, "--name", name)
     workers.wait_all(180)
     consumed = [line.split()[2] for line in workers.lines()
                 if line.startswith("consumed ") and line.split()[1] in ("a", "b")]

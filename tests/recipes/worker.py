@@ -111,15 +111,17 @@ def participant(args: argparse.Namespace) -> None:
 
 
 def consumer(args: argparse.Namespace) -> None:
-    """Consume a locking queue until it stays empty; with ``--die`` exit while holding the first
-    entry taken, before consuming it."""
+    """Consume a locking queue until it is empty (no entry left, claimed or not); with ``--die``
+    exit while holding the first entry taken, before consuming it."""
     zk = Client(args.hosts, session_timeout=args.session_timeout)
     zk.start()
     queue = zk.LockingQueue(args.path)
     while True:
         value = queue.get(timeout=args.idle)
         if value is None:
-            break
+            if len(queue) == 0:
+                break
+            continue  # an entry is claimed by another consumer: it may come back
         if args.die:
             log(args.log, f"took {args.name} {value.decode()}")
             os._exit(3)
@@ -145,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--clients", type=int, default=1)
     p.add_argument("--total", type=int, default=1)
     p.add_argument("--vote", default="commit")
-    p.add_argument("--idle", type=float, default=3.0)
+    p.add_argument("--idle", type=float, default=1.0)
     p.add_argument("--die", action="store_true")
     args = p.parse_args(argv)
     ROLES[args.role](args)
