@@ -34,7 +34,7 @@ from zkpy.client.retry import RetryPolicy
 from zkpy.client.sync import Client
 from zkpy.errors import NodeExistsError, NoNodeError, ZookeeperError
 
-from .support import DEFAULT_RETRY, Waiter, within
+from .support import DEFAULT_RETRY, Waiter, read_children_data, within
 
 __all__ = ["READY", "AsyncReadyConfig", "ReadyConfig"]
 
@@ -97,18 +97,14 @@ class AsyncReadyConfig:
             if await self.retry(self.client.exists, self.ready_path, self._waiter.fire) is None:
                 await self._waiter.wait()
                 continue
-            try:
-                config = await self.retry(self._read_keys)
-            except NoNodeError:
-                continue
+            config = await self.retry(self._read_keys)
             if self._waiter.fired:
                 continue  # a change began while we read
             return config
 
     async def _read_keys(self) -> dict[str, bytes]:
         keys = [k for k in await self.client.get_children(self.path) if k != READY]
-        reads = await asyncio.gather(*(self.client.get(f"{self.path}/{k}") for k in keys))
-        return {k: data for k, (data, _) in zip(keys, reads)}
+        return await read_children_data(self.client, self.path, keys)  # a key gone: the watch fired
 
     async def updates(self) -> AsyncIterator[dict[str, bytes]]:
         """Every complete configuration, the current one first."""

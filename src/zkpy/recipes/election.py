@@ -37,7 +37,7 @@ from zkpy.errors import NodeExistsError, NoNodeError
 from .blocking import BlockingOwner
 from .errors import CancelledError, LockLost
 from .lock import AsyncLock
-from .ownership import Holding, Ownership, OwnershipListener
+from .ownership import Owner, Ownership, OwnershipListener
 from .support import DEFAULT_RETRY, Waiter, call_user, within
 
 __all__ = ["AsyncElection", "AsyncSimpleElection", "Election", "SimpleElection"]
@@ -177,28 +177,17 @@ class AsyncElection:
         return await self.lock.contenders()
 
 
-class AsyncSimpleElection:
+class AsyncSimpleElection(Owner):
     """Seed 004's election: one ephemeral leader node that every follower watches."""
 
     def __init__(self, client: AsyncClient, path: str, identifier: str | None = None,
                  *, retry: RetryPolicy = DEFAULT_RETRY) -> None:
+        super().__init__()
         self.client = client
         self.path = path.rstrip("/")
         self.identifier = identifier or ""
         self.retry = retry
         self._waiter = Waiter(client)
-        self._holding: Holding | None = None
-        self._listeners: list[OwnershipListener] = []
-
-    @property
-    def ownership(self) -> Ownership:
-        return self._holding.state if self._holding is not None else Ownership.RELEASED
-
-    def add_listener(self, listener: OwnershipListener) -> None:
-        self._listeners.append(listener)
-
-    def remove_listener(self, listener: OwnershipListener) -> None:
-        self._listeners.remove(listener)
 
     def cancel(self) -> None:
         self._waiter.cancel()
@@ -218,8 +207,7 @@ class AsyncSimpleElection:
         except CancelledError:
             self._waiter.cancelled = False
             return False
-        self._holding = Holding(self.client, self.path, self._listeners)
-        await self._holding.start()
+        await self._start_holding(self.client, self.path)
         return True
 
     async def run(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -250,11 +238,8 @@ class AsyncSimpleElection:
 
     async def resign(self) -> None:
         """Step down: delete the leader node (if it is still ours)."""
-        holding, self._holding = self._holding, None
-        if holding is None:
-            return
-        held = holding.state is not Ownership.LOST
-        holding.stop()
+        held = self._holding is not None and self._holding.state is not Ownership.LOST
+        self._stop_holding()
         if held:
             try:
                 await self.retry(self.client.delete, self.path)

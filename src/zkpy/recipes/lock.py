@@ -42,11 +42,11 @@ from typing import Any
 from zkpy.client.aio import AsyncClient
 from zkpy.client.retry import RetryPolicy
 from zkpy.client.sync import Client
-from zkpy.errors import NoNodeError, NoWatcherError, ZookeeperError
+from zkpy.errors import NoNodeError, ZookeeperError
 from zkpy.wire.consts import WatcherType
 
 from .blocking import BlockingHold
-from .ownership import Holding, Ownership, OwnershipListener
+from .ownership import Owner
 from .sequential import SEQUENCE_SUFFIX, OnceCreator, new_guid, sequence_of
 from .support import DEFAULT_RETRY, Waiter, acquire_once, read_children_data
 
@@ -60,7 +60,7 @@ def _pattern(names: Sequence[str]) -> re.Pattern[str]:
     return re.compile("(?:{}){}$".format("|".join(re.escape(n) for n in sorted(set(names))), SEQUENCE_SUFFIX))
 
 
-class AsyncLock:
+class AsyncLock(Owner):
     """An exclusive lock (kazoo's ``Lock``): ``async with lock:`` or acquire/release.
 
     One object is one contender and is not re-entrant: a second ``acquire`` on it waits until
@@ -71,6 +71,7 @@ class AsyncLock:
 
     def __init__(self, client: AsyncClient, path: str, identifier: str | None = None,
                  extra_lock_patterns: Sequence[str] = (), *, retry: RetryPolicy = DEFAULT_RETRY) -> None:
+        super().__init__()
         self.client = client
         self.path = path.rstrip("/") or "/"
         self.data = (identifier or "").encode("utf-8")
@@ -80,8 +81,6 @@ class AsyncLock:
         self._waiter = Waiter(client)
         self._local = asyncio.Lock()  # one hold per object: taken by acquire, given back by release
         self._creator: OnceCreator | None = None
-        self._holding: Holding | None = None
-        self._listeners: list[OwnershipListener] = []
         self.is_acquired = False
 
     # -- what a holder sees ------------------------------------------------------------------
@@ -96,19 +95,6 @@ class AsyncLock:
         """Watch notifications this contender has received while it waited (one per wake-up: a
         release wakes only the contender right behind it)."""
         return self._waiter.notifications
-
-    @property
-    def ownership(self) -> Ownership:
-        """HELD, SUSPENDED (may be lost), LOST, or RELEASED (also before the first acquire)."""
-        return self._holding.state if self._holding is not None else Ownership.RELEASED
-
-    def add_listener(self, listener: OwnershipListener) -> None:
-        """Call ``listener(Ownership)`` on each change of ``ownership`` while the lock is held
-        (plain or async; on the client's loop)."""
-        self._listeners.append(listener)
-
-    def remove_listener(self, listener: OwnershipListener) -> None:
-        self._listeners.remove(listener)
 
     # -- acquire / release -------------------------------------------------------------------
 
@@ -130,16 +116,12 @@ class AsyncLock:
 
     async def _contend(self, blocking: bool, ephemeral: bool) -> bool:
         """Steps 1-4 of the protocol; True once this contender holds the lock."""
-        creator = self._creator = OnceCreator(self.client, self.path, new_guid() + self.node_name, self.retry)
-        node = await creator.create(self.data, ephemeral=ephemeral)
+        node = await self._queue_up(ephemeral)
         while True:
             self._waiter.check()
             children = await self.retry(self.client.get_children, self.path)
-            if node not in children:
-                # deleted while we waited (by a revoker or by hand): queue up again
-                creator = self._creator = OnceCreator(self.client, self.path, new_guid() + self.node_name,
-                                                      self.retry)
-                node = await creator.create(self.data, ephemeral=ephemeral)
+            if node not in children:  # deleted while we waited (by a revoker or by hand)
+                node = await self._queue_up(ephemeral)
                 continue
             blocker = self._predecessor(children, node)
             if blocker is None:
@@ -153,6 +135,11 @@ class AsyncLock:
                 await self._drop_watch(blocker_path)
                 continue
             await self._waiter.wait()
+
+    async def _queue_up(self, ephemeral: bool) -> str:
+        """Step 1: a node of our own, with a fresh GUID, created exactly once."""
+        self._creator = OnceCreator(self.client, self.path, new_guid() + self.node_name, self.retry)
+        return await self._creator.create(self.data, ephemeral=ephemeral)
 
     def _predecessor(self, children: Sequence[str], node: str) -> str | None:
         """The blocking node just below ``node``, or None if nothing blocks it."""
@@ -173,13 +160,12 @@ class AsyncLock:
         comes (sequence numbers are not reused): remove it, here and on the server."""
         try:
             await self.client.remove_watches(path, WatcherType.DATA, self._waiter.fire)
-        except (NoWatcherError, ZookeeperError):
+        except ZookeeperError:  # NoWatcherError: gone already; ConnectionLoss: it stays, harmless but kept
             pass
 
     async def _hold(self, path: str) -> None:
         self.is_acquired = True
-        self._holding = Holding(self.client, path, self._listeners, self._on_node_data)
-        await self._holding.start()
+        await self._start_holding(self.client, path, self._on_node_data)
 
     def _on_node_data(self, data: bytes) -> Any:
         """Hook for the revocable lock: the holder's node data changed."""
@@ -187,9 +173,7 @@ class AsyncLock:
 
     async def _abandon(self) -> None:
         """The acquire failed or was given up: delete the node, free the object."""
-        holding, self._holding = self._holding, None
-        if holding is not None:
-            holding.stop(Ownership.RELEASED)
+        self._stop_holding()
         self.is_acquired = False
         if self._creator is not None:
             await self._creator.forget()
@@ -211,7 +195,7 @@ class AsyncLock:
             return []
         ordered = sorted((int(m.group(1)), c) for c in children if (m := self._contending.search(c)))
         data = await self.retry(read_children_data, self.client, self.path, [c for _, c in ordered])
-        return [d.decode("utf-8", "replace") for d in data]
+        return [d.decode("utf-8", "replace") for d in data.values()]
 
     async def __aenter__(self) -> AsyncLock:
         await self.acquire()

@@ -34,7 +34,7 @@ from zkpy.wire.consts import EventType
 
 from .support import fire_and_forget
 
-__all__ = ["Holding", "Ownership"]
+__all__ = ["Holding", "Owner", "Ownership"]
 
 log = logging.getLogger(__name__)
 
@@ -150,3 +150,34 @@ class Holding:
             return
         if self._on_data is not None and not self.over:
             fire_and_forget(self._on_data, data)
+
+
+class Owner:
+    """The holder's view that every recipe holding a node gives: ``ownership`` and listeners
+    (kept by the recipe; its `Holding`, while it holds, reports to them)."""
+
+    def __init__(self) -> None:
+        self._holding: Holding | None = None
+        self._listeners: list[OwnershipListener] = []
+
+    @property
+    def ownership(self) -> Ownership:
+        """HELD, SUSPENDED (may be lost), LOST, or RELEASED (also before the first hold)."""
+        return self._holding.state if self._holding is not None else Ownership.RELEASED
+
+    def add_listener(self, listener: OwnershipListener) -> None:
+        """Call ``listener(Ownership)`` on each change of ``ownership`` while held (plain or
+        async; on the client's loop)."""
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: OwnershipListener) -> None:
+        self._listeners.remove(listener)
+
+    async def _start_holding(self, zk: AsyncClient, path: str, on_data: DataHook | None = None) -> None:
+        self._holding = Holding(zk, path, self._listeners, on_data)
+        await self._holding.start()
+
+    def _stop_holding(self, final: Ownership = Ownership.RELEASED) -> None:
+        holding, self._holding = self._holding, None
+        if holding is not None:
+            holding.stop(final)

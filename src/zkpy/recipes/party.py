@@ -112,7 +112,7 @@ class AsyncParty(_AsyncPartyBase):
     async def _identify(self, children: list[str]) -> list[str]:
         names = [c for c in children if PARTY_NAME in c]
         data = await self.retry(read_children_data, self.client, self.path, names)
-        return [d.decode("utf-8", "replace") for d in data]
+        return [d.decode("utf-8", "replace") for d in data.values()]
 
 
 class AsyncShallowParty(_AsyncPartyBase):

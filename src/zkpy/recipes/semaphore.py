@@ -29,20 +29,21 @@ from zkpy.errors import NodeExistsError, NoNodeError, ZookeeperError
 
 from .blocking import BlockingHold
 from .lock import AsyncLock
-from .ownership import Holding, Ownership, OwnershipListener
+from .ownership import Owner
 from .sequential import new_guid
 from .support import DEFAULT_RETRY, Waiter, acquire_once, read_children_data
 
 __all__ = ["AsyncSemaphore", "Semaphore"]
 
 
-class AsyncSemaphore:
+class AsyncSemaphore(Owner):
     """At most ``max_leases`` holders at once (kazoo's ``Semaphore``); ``async with sem:``."""
 
     def __init__(self, client: AsyncClient, path: str, identifier: str | None = None, max_leases: int = 1,
                  *, retry: RetryPolicy = DEFAULT_RETRY) -> None:
         if max_leases < 1:
             raise ValueError("max_leases must be at least 1")
+        super().__init__()
         self.client = client
         self.path = path.rstrip("/")
         self.data = (identifier or "").encode("utf-8")
@@ -53,20 +54,8 @@ class AsyncSemaphore:
         self._waiter = Waiter(client)
         self._local = asyncio.Lock()
         self._checked = False
-        self._holding: Holding | None = None
-        self._listeners: list[OwnershipListener] = []
         self._lock: AsyncLock | None = None
         self.is_acquired = False
-
-    @property
-    def ownership(self) -> Ownership:
-        return self._holding.state if self._holding is not None else Ownership.RELEASED
-
-    def add_listener(self, listener: OwnershipListener) -> None:
-        self._listeners.append(listener)
-
-    def remove_listener(self, listener: OwnershipListener) -> None:
-        self._listeners.remove(listener)
 
     def cancel(self) -> None:
         self._waiter.cancel()
@@ -110,8 +99,7 @@ class AsyncSemaphore:
                 leases = await self.retry(self.client.get_children, self.path, self._waiter.fire)
                 if self._lease_name() in leases or (len(leases) < self.max_leases and await self._create_lease()):
                     self.is_acquired = True
-                    self._holding = Holding(self.client, self.lease_path, self._listeners)
-                    await self._holding.start()
+                    await self._start_holding(self.client, self.lease_path)
                     return True
                 if not blocking:
                     return False
@@ -130,9 +118,7 @@ class AsyncSemaphore:
         return True
 
     async def _abandon(self) -> None:
-        holding, self._holding = self._holding, None
-        if holding is not None:
-            holding.stop()
+        self._stop_holding()
         self.is_acquired = False
         try:
             await self.retry(self.client.delete, self.lease_path)
@@ -153,7 +139,8 @@ class AsyncSemaphore:
             children = await self.retry(self.client.get_children, self.path)
         except NoNodeError:
             return []
-        return [d.decode("utf-8", "replace") for d in await self.retry(read_children_data, self.client, self.path, children)]
+        data = await self.retry(read_children_data, self.client, self.path, children)
+        return [d.decode("utf-8", "replace") for d in data.values()]
 
     async def __aenter__(self) -> AsyncSemaphore:
         await self.acquire()

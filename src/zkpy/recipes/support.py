@@ -32,7 +32,8 @@ from .errors import CancelledError, LockTimeout, RecipeTimeout
 
 T = TypeVar("T")
 
-__all__ = ["DEFAULT_RETRY", "Waiter", "acquire_once", "read_children_data", "call_user", "cleanup_after", "fire_and_forget", "session_error", "wait_gone", "within"]
+__all__ = ["DEFAULT_RETRY", "Waiter", "acquire_once", "call_user", "cleanup_after", "fire_and_forget",
+           "read_children_data", "session_error", "wait_gone", "within"]
 
 DEFAULT_RETRY = RetryPolicy(max_tries=None, delay=0.05, backoff=2.0, max_delay=1.0, jitter=0.2)
 """Recipes retry ConnectionLoss for as long as they wait: a retry is only ever a read or an
@@ -180,17 +181,18 @@ async def acquire_once(local: asyncio.Lock, waiter: Waiter, what: str, *, blocki
     return won
 
 
-async def read_children_data(zk: AsyncClient, parent: str, names: list[str]) -> list[bytes]:
-    """The data of ``parent``'s children ``names``, in that order, read pipelined (one round trip
-    for all, as the paper's asynchronous API allows); a child deleted meanwhile is left out."""
+async def read_children_data(zk: AsyncClient, parent: str, names: list[str]) -> dict[str, bytes]:
+    """The data of ``parent``'s children ``names``, by name in that order, read pipelined (one
+    round trip for all, as the paper's asynchronous API allows); a child deleted meanwhile is
+    left out."""
     reads = await asyncio.gather(*(zk.get(f"{parent}/{name}") for name in names), return_exceptions=True)
-    out = []
-    for result in reads:
+    out = {}
+    for name, result in zip(names, reads):
         if isinstance(result, NoNodeError):
             continue
         if isinstance(result, BaseException):
             raise result
-        out.append(result[0])
+        out[name] = result[0]
     return out
 
 
