@@ -295,39 +295,54 @@ async def _counter(zk: AsyncClient, path: str) -> Any:
     assert await counter.add(1) == 2  # (the lost reply is the first multi's)
 
 
-RECOVERIES: dict[str, tuple[Step, int, Callable[[list[str]], bool]]] = {
-    # recipe: (the step, the opcode whose reply is lost, what the node's children must look like)
-    "lock": (partial(_lock, AsyncLock), OpCode.CREATE, lambda c: len(c) == 1 and "__lock__" in c[0]),
-    "read-lock": (partial(_lock, AsyncReadLock), OpCode.CREATE, lambda c: len(c) == 1 and "__rlock__" in c[0]),
-    "write-lock": (partial(_lock, AsyncWriteLock), OpCode.CREATE, lambda c: len(c) == 1),
-    "revocable-lock": (partial(_lock, AsyncRevocableLock), OpCode.CREATE, lambda c: len(c) == 1),
-    "election": (_election, OpCode.CREATE, lambda c: len(c) == 1),
-    "semaphore": (_semaphore, OpCode.CREATE, lambda c: len(c) == 1),
-    "queue": (_queue_put, OpCode.CREATE, lambda c: len(c) == 1),
-    "priority-queue": (_priority_put, OpCode.CREATE, lambda c: len(c) == 1 and c[0].startswith("entry-003-")),
-    "locking-queue": (_locking_put_all, OpCode.MULTI, lambda c: sorted(c) == ["entries", "taken"]),
-    "counter": (_counter, OpCode.MULTI, lambda c: len(c) == 1),  # this client's one marker
+# recipe: (the step, the opcode whose reply is lost, how many such requests pass first, what the
+# node's children must look like after). The node's parents exist before (a recipe may create them
+# first, and those creates are not the ones under test).
+RECOVERIES: dict[str, tuple[Step, int, int, Callable[[list[str]], bool]]] = {
+    "lock": (partial(_lock, AsyncLock), OpCode.CREATE, 0, lambda c: len(c) == 1 and "__lock__" in c[0]),
+    "read-lock": (partial(_lock, AsyncReadLock), OpCode.CREATE, 0, lambda c: len(c) == 1 and "__rlock__" in c[0]),
+    "write-lock": (partial(_lock, AsyncWriteLock), OpCode.CREATE, 0, lambda c: len(c) == 1),
+    "revocable-lock": (partial(_lock, AsyncRevocableLock), OpCode.CREATE, 0, lambda c: len(c) == 1),
+    "election": (_election, OpCode.CREATE, 0, lambda c: len(c) == 1),
+    # a semaphore creates its node (NodeExists: it is there), then its lock's node, then the lease
+    "semaphore-lock": (_semaphore, OpCode.CREATE, 1, lambda c: len(c) == 1),
+    "semaphore-lease": (_semaphore, OpCode.CREATE, 2, lambda c: len(c) == 1),
+    "queue": (_queue_put, OpCode.CREATE, 0, lambda c: len(c) == 1),
+    "priority-queue": (_priority_put, OpCode.CREATE, 0, lambda c: len(c) == 1 and c[0].startswith("entry-003-")),
+    "locking-queue": (_locking_put_all, OpCode.MULTI, 0, lambda c: sorted(c) == ["entries", "taken"]),
+    "counter": (_counter, OpCode.MULTI, 0, lambda c: len(c) == 1),  # this client's one marker
 }
+
+
+async def _prepare(zk: AsyncClient, recipe: str, path: str) -> None:
+    await zk.ensure_path(path)
+    if recipe.startswith("semaphore"):  # the semaphore node (with max_leases) and its lock's node
+        sem = AsyncSemaphore(zk, path, "warm", max_leases=2)
+        await sem.acquire()
+        await sem.release()
+    if recipe == "locking-queue":
+        await AsyncLockingQueue(zk, path).put_all([])
 
 
 @pytest.mark.parametrize("recipe", sorted(RECOVERIES))
 def test_a_lost_create_reply_leaves_neither_an_orphan_nor_a_second_node(
         ensemble: list[ServerProcess], root: str, recipe: str) -> None:
-    step, opcode, shape = RECOVERIES[recipe]
+    step, opcode, skip, shape = RECOVERIES[recipe]
     path = f"{root}/{recipe}"
 
     async def scenario(proxy: TcpProxy) -> None:
         zk = AsyncClient(proxy.hosts, session_timeout=15.0)
         await zk.start()
         try:
-            proxy.lose_reply({opcode})
+            await _prepare(zk, recipe, path)
+            proxy.lose_reply({opcode}, skip)
             held = await step(zk, path)
             assert proxy.lost == 1, "the reply was not lost: the test proves nothing"
             found = await children(ensemble_hosts(ensemble), path)
             assert shape(found), f"{recipe} left {found}"
             if recipe == "locking-queue":
                 assert len(await children(ensemble_hosts(ensemble), f"{path}/entries")) == 2
-            if recipe == "semaphore":
+            if recipe.startswith("semaphore"):  # the semaphore's lock node is gone too
                 assert len(await children(ensemble_hosts(ensemble), f"{path}-__lock__")) == 0
             if held is not None:
                 await (held.resign() if isinstance(held, AsyncElection) else held.release())

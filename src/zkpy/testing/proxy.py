@@ -17,8 +17,9 @@ are lost, as after a real partition the peers would have given up on them) and n
 are forwarded again. ``retarget(host, port)`` changes where *new* connections go; connections
 already open stay with their server.
 
-``lose_reply(opcodes)`` (a proxy made with ``zk_frames=True``, which reads ZooKeeper's frames in
-both directions) forwards the next request whose opcode is one of ``opcodes`` and, when its reply
+``lose_reply(opcodes, skip=0)`` (a proxy made with ``zk_frames=True``, which reads ZooKeeper's
+frames in both directions) forwards the next request whose opcode is one of ``opcodes`` (after
+``skip`` of them) and, when its reply
 comes back, resets that connection instead of passing the reply on: the request took effect on
 the server but its client sees ConnectionLoss, the case of the recipe guide's "Recoverable
 Errors". ``lost`` counts the replies lost so far.
@@ -113,6 +114,7 @@ class TcpProxy:
         self._ssl_context = ssl_context
         self._zk_frames = zk_frames
         self._lose: frozenset[int] = frozenset()
+        self._lose_skip = 0
         self.lost = 0  # replies dropped by lose_reply()
         self._mode: CutMode | None = None
         self._links: set[_Link] = set()
@@ -158,11 +160,13 @@ class TcpProxy:
     def retarget(self, host: str, port: int) -> None:
         self._call(lambda: self._retarget(host, port))
 
-    def lose_reply(self, opcodes: set[int] | frozenset[int]) -> None:
-        """Drop the reply to the next request with one of ``opcodes`` and reset its connection
-        (see the module doc). Needs ``zk_frames=True``."""
+    def lose_reply(self, opcodes: set[int] | frozenset[int], skip: int = 0) -> None:
+        """Drop the reply to the next request with one of ``opcodes`` (after letting ``skip``
+        such requests through) and reset its connection (see the module doc). Needs
+        ``zk_frames=True``."""
         if not self._zk_frames:
             raise RuntimeError("lose_reply needs a proxy made with zk_frames=True")
+        self._lose_skip = skip
         self._lose = frozenset(opcodes)
 
     def connection_count(self) -> int:
@@ -274,6 +278,9 @@ class TcpProxy:
             if len(frame) >= 12 and self._lose:
                 xid, op = _REQUEST_HEADER.unpack_from(frame, 4)
                 if op in self._lose:
+                    if self._lose_skip:
+                        self._lose_skip -= 1
+                        continue
                     self._lose = frozenset()
                     link.doomed_xid = xid
         return data
