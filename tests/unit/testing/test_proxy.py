@@ -216,3 +216,28 @@ def test_kazoo_keeps_its_session_across_a_short_cut(zkpy_server: ServerProcess, 
         finally:
             zk.stop()
             zk.close()
+
+
+def test_lose_reply_applies_the_request_and_drops_only_its_reply(zkpy_server: ServerProcess) -> None:
+    """The request reaches the server (the node exists), the client sees ConnectionLoss, the
+    requests before it (``skip``) and after it are untouched."""
+    from kazoo.exceptions import ConnectionLoss
+
+    with TcpProxy("127.0.0.1", zkpy_server.port, zk_frames=True) as p:
+        zk = KazooClient(hosts=p.hosts, timeout=8.0,
+                         connection_retry={"max_tries": -1, "delay": 0.05, "max_delay": 0.2})
+        zk.start(timeout=DEADLINE)
+        try:
+            base = f"/lose-{p.port}"
+            zk.create(base)
+            p.lose_reply({1}, skip=1)  # CREATE: the first passes, the second loses its reply
+            zk.create(f"{base}/kept")
+            with pytest.raises(ConnectionLoss):
+                zk.create(f"{base}/applied")
+            assert p.lost == 1
+            assert sorted(zk.retry(zk.get_children, base)) == ["applied", "kept"]
+            zk.create(f"{base}/after")  # nothing armed any more
+            assert p.lost == 1
+        finally:
+            zk.stop()
+            zk.close()
