@@ -103,6 +103,16 @@ class LearnerRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class LearnerSync:
+    """A learner forwarded a client's sync. Call ``learner_sync(cid)`` once every request that
+    learner forwarded before it has been proposed: the answer must follow their commits, as in
+    ZooKeeper's pipeline. (A learner's CommitProcessor expects the commits of its own requests,
+    syncs included, in the order it sent them; an early answer wedges every session there.)"""
+
+    cid: int
+
+
+@dataclass(frozen=True, slots=True)
 class Touch:
     """A learner saw these sessions alive (PING reply): refresh their expiry."""
 
@@ -125,8 +135,8 @@ class QuorumConfirmed:
     token: int
 
 
-Action = Send | Close | SetAcceptedEpoch | SetCurrentEpoch | Established | Commit | LearnerRequest | Touch \
-    | Revalidate | QuorumConfirmed | Failed
+Action = Send | Close | SetAcceptedEpoch | SetCurrentEpoch | Established | Commit | LearnerRequest | LearnerSync \
+    | Touch | Revalidate | QuorumConfirmed | Failed
 
 
 # ---------------------------------------------------------------- state
@@ -461,10 +471,11 @@ class Leader:
             if len(data) < _REQUEST_HEAD.size:
                 raise ZabError(f"REQUEST of {len(data)} bytes")
             session, cxid, rtype = _REQUEST_HEAD.unpack_from(data, 0)
-            if rtype == 9:  # OpCode.sync: answered with SYNC once what was proposed before it commits
-                self._on_sync(h)
-            self._actions.append(LearnerRequest(h.sid, session, cxid, rtype, bytes(data[_REQUEST_HEAD.size:]),
-                                                tuple(p.authinfo or ())))
+            if rtype == 9:  # OpCode.sync: answered once what was proposed before it commits
+                self._actions.append(LearnerSync(h.cid))
+            else:
+                self._actions.append(LearnerRequest(h.sid, session, cxid, rtype, bytes(data[_REQUEST_HEAD.size:]),
+                                                    tuple(p.authinfo or ())))
         elif t == PacketType.REVALIDATE:
             data = p.data or b""
             if len(data) < _REVALIDATE.size:
@@ -478,6 +489,12 @@ class Leader:
         h = self.learners.get(cid)
         if h is not None:
             self._send(h, PacketType.REVALIDATE, -1, struct.pack(">q?", session, valid))
+
+    def learner_sync(self, cid: int) -> None:
+        """Answer learner ``cid``'s sync (see `LearnerSync`) once what is proposed now commits."""
+        h = self.learners.get(cid)
+        if h is not None and self.phase is Phase.BROADCAST:
+            self._on_sync(h)
 
     def _on_sync(self, h: LearnerHandle) -> None:
         if self.quorum_sync:

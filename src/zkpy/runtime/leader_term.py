@@ -150,6 +150,17 @@ class LeaderTerm(Term):
 
     def flush(self) -> None:
         """New proposals to the log and the voters, then the cores' actions, then client output."""
+        self._propose_new()
+        core = self.peer.core
+        if core is not None and core.quorum_checks:
+            for token in core.quorum_checks:
+                self.zab.check_quorum(token)
+            core.quorum_checks.clear()
+        self.run_actions()
+        self.peer.write_clients()
+
+    def _propose_new(self) -> None:
+        """The core's new proposals to the log and to the voters."""
         core = self.peer.core
         if core is not None and len(core.proposals) > self.handed:
             new = core.proposals[self.handed:]
@@ -160,12 +171,6 @@ class LeaderTerm(Term):
             self.logging.extend(zxids)
             for zxid, payload in zip(zxids, payloads):
                 self.zab.propose(zxid, payload)
-        if core is not None and core.quorum_checks:
-            for token in core.quorum_checks:
-                self.zab.check_quorum(token)
-            core.quorum_checks.clear()
-        self.run_actions()
-        self.peer.write_clients()
 
     def run_actions(self) -> None:
         peer = self.peer
@@ -192,6 +197,9 @@ class LeaderTerm(Term):
                         peer.core.set_time(now_ms(), wall_ms())
                         peer.core.learner_request(a.session, a.cxid, a.type, a.body, a.auth)
                         peer.schedule_flush()
+                elif isinstance(a, zl.LearnerSync):
+                    self._propose_new()  # the requests the learner sent before it come first
+                    self.zab.learner_sync(a.cid)
                 elif isinstance(a, zl.Touch):
                     if peer.core is not None:
                         peer.core.touch(a.touches)

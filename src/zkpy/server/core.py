@@ -584,9 +584,8 @@ class ServerCore:
     # ---- leader: learners' requests ----
 
     def learner_request(self, session: int, cxid: int, op: int, body: bytes, auth: tuple[Id, ...]) -> None:
-        """A request a learner forwarded: prep it like a local one; the learner answers its client."""
-        if op == OpCode.SYNC:
-            return  # the leader's Zab core answers with SYNC once earlier proposals commit
+        """A request a learner forwarded: prep it like a local one; the learner answers its client.
+        (A forwarded sync never comes here: the leader's Zab core answers it, `LearnerSync`.)"""
         if op == OpCode.CREATE_SESSION:
             try:
                 (timeout,) = INT.unpack_from(body, 0)

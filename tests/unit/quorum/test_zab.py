@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 
 import pytest
@@ -151,6 +152,36 @@ def test_quorum_sync_waits_for_a_ping_round() -> None:
     # the learners' replies to the check's PINGs are what confirm it
     net.pump()
     assert net.confirmed == [7]
+
+
+def test_a_learners_sync_is_answered_after_the_requests_it_forwarded_before() -> None:
+    """An Apache learner's CommitProcessor expects the answers to its own requests, syncs
+    included, in the order it forwarded them: a SYNC answered before the COMMIT of a write the
+    same learner forwarded first wedged every session on it (the mixed-ensemble CI failure)."""
+    net = make()
+    net.pump()
+    head = struct.Struct(">qii")
+    write = QuorumPacket(PacketType.REQUEST, 0, head.pack(0x51, 7, 1) + b"create-body", [])
+    sync = QuorumPacket(PacketType.REQUEST, 0, head.pack(0x52, 1, 9) + b"sync-body", [])
+    net.leader.step(1, write, 0)
+    net.leader.step(1, sync, 0)
+    actions = net.leader.ready()
+    kinds = [type(a).__name__ for a in actions]
+    assert kinds == ["LearnerRequest", "LearnerSync"]  # in arrival order; the sync is not a request
+    # the shell proposes what the write became, then hands the sync back
+    z = make_zxid(1, 1)
+    net.leader.propose(z, b"create-txn")
+    net.leader.learner_sync(actions[1].cid)
+    net.pump()
+    assert "L->1 SYNC" not in net.log  # not before the write it follows has committed
+    net.leader.logged(z)
+    net.pump()
+    to_1 = [entry for entry in net.log if entry.startswith("L->1 ")]
+    assert to_1.index("L->1 COMMIT") < to_1.index("L->1 SYNC")
+    # with nothing outstanding, a sync is answered at once
+    net.leader.learner_sync(1)
+    net.pump()
+    assert [entry for entry in net.log if entry == "L->1 SYNC"] == ["L->1 SYNC", "L->1 SYNC"]
 
 
 def test_leader_steps_down_without_a_synced_quorum() -> None:

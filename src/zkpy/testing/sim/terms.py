@@ -201,6 +201,15 @@ class LeaderTerm(_Term):
         core = self.core
         if self.zab.phase is zl.Phase.STOPPED and core is not None and len(core.proposals) > self.handed:
             self.c.stats["propose_after_stop"] += 1  # the core ignores them (the term is over)
+        self._propose_new()
+        if core is not None and core.quorum_checks:
+            for token in core.quorum_checks:
+                self.zab.check_quorum(token)
+            core.quorum_checks.clear()
+        self.run_actions()
+
+    def _propose_new(self) -> None:
+        core = self.core
         if core is not None and len(core.proposals) > self.handed:
             new = core.proposals[self.handed:]
             self.handed = len(core.proposals)
@@ -210,11 +219,6 @@ class LeaderTerm(_Term):
                 payload = encode_payload(p.hdr, p.txn)
                 self.c.checker.on_propose(self.node, p.hdr.zxid, payload)
                 self.zab.propose(p.hdr.zxid, payload)
-        if core is not None and core.quorum_checks:
-            for token in core.quorum_checks:
-                self.zab.check_quorum(token)
-            core.quorum_checks.clear()
-        self.run_actions()
 
     def client_request(self, session: int, cxid: int, op: int, body: bytes) -> None:
         core = self.core
@@ -247,6 +251,9 @@ class LeaderTerm(_Term):
                         self.core.set_time(node.now, node.wall_ms)
                         self.core.learner_request(a.session, a.cxid, a.type, a.body, a.auth)
                         self.flush_due = True
+                elif isinstance(a, zl.LearnerSync):
+                    self._propose_new()  # as runtime.leader_term: the learner's earlier requests first
+                    self.zab.learner_sync(a.cid)
                 elif isinstance(a, zl.Touch):
                     if self.core is not None:
                         self.core.touch(a.touches)
