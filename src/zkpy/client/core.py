@@ -625,12 +625,12 @@ class ClientCore:
             out.append(WatchFired(WatchedEvent(EventType.NONE, KeeperState.EXPIRED, None), cbs))
 
     def _all_watchers(self) -> tuple[Watcher, ...]:
-        seen: dict[Any, None] = {}
+        seen: dict[Any, Watcher] = {}
         for k in _WATCH_KINDS:
             for cbs in self._watches[k].values():
                 for cb in cbs:
-                    seen.setdefault(_key(cb), cb)  # type: ignore[arg-type]
-        return tuple(seen.values())  # type: ignore[arg-type]
+                    seen.setdefault(_key(cb), cb)
+        return tuple(seen.values())
 
     def _on_frame(self, frame: bytes, out: list[ClientEvent]) -> None:
         hdr, pos = ReplyHeader.read(frame, 0)

@@ -314,7 +314,7 @@ class Client:
         short by an exception in this thread (KeyboardInterrupt) cancels the coroutine."""
         self._check_open()
         coro = fn(*args, **kwargs)  # inert until the loop runs it; no wrapper coroutine per call
-        future = asyncio.run_coroutine_threadsafe(coro, self._loop)  # type: ignore[arg-type]
+        future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)  # type: ignore[arg-type]
         try:
             return future.result()
         except concurrent.futures.CancelledError:  # close() cancelled it
@@ -466,7 +466,7 @@ class Client:
 
         Raises NodeExistsError, NoNodeError (parent missing), NoChildrenForEphemeralsError,
         InvalidACLError, NoAuthError, ConnectionLoss, SessionExpiredError."""
-        return self._run(self._async.create, path, value, acl, ephemeral=ephemeral, sequence=sequence,
+        return self._run(self._async.create, path, value, acl, ephemeral=ephemeral, sequence=sequence,  # type: ignore[arg-type]  # an overload
                          container=container, ttl_ms=ttl_ms, make_parents=make_parents,
                          include_stat=include_stat)
 
@@ -511,7 +511,7 @@ class Client:
         the node's deletion or a change of its children.
 
         Raises NoNodeError, NoAuthError, ConnectionLoss, SessionExpiredError."""
-        return self._run(self._async.get_children, path, self._wrap(watch), include_stat=include_stat)
+        return self._run(self._async.get_children, path, self._wrap(watch), include_stat=include_stat)  # type: ignore[arg-type]  # an overload
 
     def get_all_children_number(self, path: str) -> int:
         """The number of nodes below ``path``. Raises NoNodeError, ConnectionLoss, SessionExpiredError."""
@@ -615,7 +615,7 @@ class Client:
                      ephemeral: bool = False, sequence: bool = False, container: bool = False,
                      ttl_ms: int | None = None, make_parents: bool = False,
                      include_stat: bool = False) -> concurrent.futures.Future[str | tuple[str, Stat]]:
-        return self._run_async(self._async.create, path, value, acl, ephemeral=ephemeral, sequence=sequence,
+        return self._run_async(self._async.create, path, value, acl, ephemeral=ephemeral, sequence=sequence,  # type: ignore[arg-type]  # an overload
                                container=container, ttl_ms=ttl_ms, make_parents=make_parents,
                                include_stat=include_stat)
 
@@ -641,7 +641,7 @@ class Client:
     def get_children_async(
         self, path: str, watch: WatchCallback | None = None, include_stat: bool = False,
     ) -> concurrent.futures.Future[list[str] | tuple[list[str], Stat]]:
-        return self._run_async(self._async.get_children, path, self._wrap(watch), include_stat=include_stat)
+        return self._run_async(self._async.get_children, path, self._wrap(watch), include_stat=include_stat)  # type: ignore[arg-type]  # an overload
 
     def get_all_children_number_async(self, path: str) -> concurrent.futures.Future[int]:
         return self._run_async(self._async.get_all_children_number, path)

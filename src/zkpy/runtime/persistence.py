@@ -158,7 +158,10 @@ class Persistence:
         def fail(exc: BaseException) -> None:
             loop.call_soon_threadsafe(self._fatal, exc, on_fatal)
 
-        self.worker = FsyncWorker(writer, lambda n: loop.call_soon_threadsafe(on_durable, n), fail)
+        def durable(count: int) -> None:
+            loop.call_soon_threadsafe(on_durable, count)
+
+        self.worker = FsyncWorker(writer, durable, fail)
         self.worker.start()
 
     def write_initial_snapshot(self, tree: DataTree) -> None:

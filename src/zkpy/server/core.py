@@ -122,7 +122,7 @@ VALID_OPS = frozenset({
     OpCode.REMOVE_WATCHES, OpCode.ADD_WATCH, OpCode.WHO_AM_I,
 })
 
-OP_NAMES = {
+OP_NAMES: dict[int, str] = {
     OpCode.PING: "PING", OpCode.CREATE_SESSION: "SESS", OpCode.MULTI: "MULT", OpCode.MULTI_READ: "MLTR",
     OpCode.CREATE: "CREA", OpCode.CREATE2: "CREA", OpCode.CREATE_TTL: "CREA", OpCode.CREATE_CONTAINER: "CREA",
     OpCode.DELETE: "DELE", OpCode.DELETE_CONTAINER: "DELE", OpCode.SET_DATA: "SETD", OpCode.RECONFIG: "RECO",
@@ -214,7 +214,7 @@ class ServerCore:
             self.sessions.add(sid, timeout, now_ms)
         self.connections: dict[int, Connection] = {}
         self.session_conn: dict[int, Connection] = {}
-        self.queues: dict[int, deque[Proposal | QueuedRead]] = {}
+        self.queues: dict[int, deque[Proposal | QueuedRead | Forwarded]] = {}
         self.proposals: list[Proposal] = []
         self.next_zxid = next_zxid if next_zxid is not None else self.tree.last_processed_zxid + 1
         # learner: requests for the leader, sessions to revalidate, syncs waiting for SYNC, touches

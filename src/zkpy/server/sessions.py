@@ -48,7 +48,7 @@ class SessionTracker:
         self.tick_ms = tick_ms
         self.sessions: dict[int, Session] = {}
         self.buckets: dict[int, set[int]] = {}
-        self.next_session_id = initial_session_id(server_id, now_ms)
+        self.next_session_id: int = initial_session_id(server_id, now_ms)
 
     def _bucket(self, t: int) -> int:
         return (t // self.tick_ms + 1) * self.tick_ms

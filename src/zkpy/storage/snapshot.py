@@ -161,7 +161,7 @@ class SnapshotWriter:
             out += _SESSION.pack(session, timeout)
         # ACL section. The captured tuples stay referenced here, so an id() in _index_by_id
         # cannot be reused by another object while this writer lives.
-        self._captured = [OPEN_ACL_UNSAFE, LOCKED_ACL]
+        self._captured: list[tuple[ACL, ...]] = [OPEN_ACL_UNSAFE, LOCKED_ACL]
         self._index_by_value: dict[tuple[ACL, ...], int] = {OPEN_ACL_UNSAFE: OPEN_ACL_INDEX,
                                                              LOCKED_ACL: LOCKED_ACL_INDEX}
         entries: list[tuple[int, tuple[ACL, ...]]] = [(LOCKED_ACL_INDEX, LOCKED_ACL)]
@@ -502,11 +502,11 @@ def _parse_body(name: str, data: bytes, pos: int) -> tuple[DataTree, list[str], 
                         owned.add(path)
         else:
             path = "/"
-        acl = acl_of.get(acl_index)
-        if acl is None:
-            acl = cache.setdefault(LOCKED_ACL, LOCKED_ACL)
+        node_acl = acl_of.get(acl_index)
+        if node_acl is None:
+            node_acl = cache.setdefault(LOCKED_ACL, LOCKED_ACL)
             unknown.append(path)
-        node.acl = acl
+        node.acl = node_acl
         nodes[path] = node
         count += 1
         if len(nodes) != count:

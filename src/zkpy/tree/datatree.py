@@ -253,7 +253,7 @@ class DataTree:
         failed = any(t == OpCode.ERROR for t, _ in subs)
         post_failed = False
         for t, sub in subs:
-            if t == OpCode.ERROR and sub.err != 0:
+            if isinstance(sub, ErrorTxn) and sub.err != 0:
                 post_failed = True
             if failed and t != OpCode.ERROR:
                 # a failed multi records its ops as errors; mirror ZooKeeper's layout

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 import struct
-from typing import Annotated, Any, ClassVar, TypeVar, get_args, get_origin, get_type_hints
+import types
+from typing import Annotated, Any, ClassVar, TypeVar, Union, dataclass_transform, get_args, get_origin, get_type_hints
 
 from zkpy.errors import ProtocolError
 
@@ -111,6 +112,8 @@ def write_ustring(out: bytearray, value: str | None) -> None:
 
 def _vector_codec(elem: Any) -> tuple[Any, Any]:
     """Reader and writer for vector<elem>; a null vector decodes to []."""
+    r_one: Any
+    w_one: Any
     if elem == "ustring":
         r_one, w_one = read_ustring, write_ustring
     elif elem == "buffer":
@@ -118,15 +121,15 @@ def _vector_codec(elem: Any) -> tuple[Any, Any]:
     elif isinstance(elem, str):
         st = struct.Struct(">" + _FIXED[elem][0])
 
-        def r_one(buf: Any, pos: int) -> tuple[Any, int]:
+        def r_one(buf: Any, pos: int) -> tuple[Any, int]:  # type: ignore[misc]
             return st.unpack_from(buf, pos)[0], pos + st.size
 
-        def w_one(out: bytearray, v: Any) -> None:
+        def w_one(out: bytearray, v: Any) -> None:  # type: ignore[misc]
             out += st.pack(v)
     else:
         r_one = elem.read
 
-        def w_one(out: bytearray, v: Any) -> None:
+        def w_one(out: bytearray, v: Any) -> None:  # type: ignore[misc]
             v.write(out)
 
     def read_vec(buf: Any, pos: int) -> tuple[list[Any], int]:
@@ -154,9 +157,14 @@ def _vector_codec(elem: Any) -> tuple[Any, Any]:
 
 
 def _jute_type(hint: Any) -> Any:
-    """Map an annotation to a jute type: 'int', 'long', ..., a record class, or ('vector', elem)."""
+    """Map an annotation to a jute type: 'int', 'long', ..., a record class, or ('vector', elem).
+    ``list[X] | None`` is a vector that may be written null (it reads back as [])."""
     if get_origin(hint) is Annotated:
         return get_args(hint)[1]
+    if get_origin(hint) in (Union, types.UnionType):
+        present = [a for a in get_args(hint) if a is not type(None)]
+        if len(present) == 1 and get_origin(present[0]) is list:
+            return _jute_type(present[0])
     if get_origin(hint) is list:
         return ("vector", _jute_type(get_args(hint)[0]))
     if isinstance(hint, type) and issubclass(hint, Record):
@@ -166,6 +174,7 @@ def _jute_type(hint: Any) -> Any:
     raise TypeError(f"no jute type for annotation {hint!r}")
 
 
+@dataclass_transform(frozen_default=True)
 def jute_record(cls: type[T]) -> type[T]:
     """Make ``cls`` a frozen slotted dataclass with a compiled jute reader and writer."""
     cls = dataclasses.dataclass(frozen=True, slots=True)(cls)
@@ -218,7 +227,7 @@ def jute_record(cls: type[T]) -> type[T]:
     exec("\n".join(rlines) + "\n" + "\n".join(wlines) + "\n" + "\n".join(ilines), ns)  # noqa: S102 - compiled codec
     init = ns["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
-    cls.__init__ = init  # type: ignore[misc]
+    cls.__init__ = init  # type: ignore[misc,method-assign]
     cls.read = staticmethod(ns["read"])  # type: ignore[attr-defined]
     cls.write = ns["write"]  # type: ignore[attr-defined]
     cls.JUTE_FIELDS = fields  # type: ignore[attr-defined]

@@ -96,7 +96,7 @@ class QuorumPacket(Record):
     type: Int
     zxid: Long
     data: Buffer
-    authinfo: list[Id]
+    authinfo: list[Id] | None
 
 
 @jute_record
