@@ -42,3 +42,9 @@ def test_import_layers_hold() -> None:
     assert lint, "import-linter is part of the test extras"
     result = subprocess.run([lint], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_is_clean() -> None:
+    """The package ships py.typed: what it promises is checked (``[tool.mypy]``: strict)."""
+    result = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr

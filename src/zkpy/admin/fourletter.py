@@ -34,23 +34,26 @@ from typing import Any
 
 import zkpy
 from zkpy.server.connection import Connection
+from zkpy.server.core import ServerCore
+
+from .view import ServerView, Summary
 
 _MASK64 = (1 << 64) - 1
 _LONG = struct.Struct(">q")
 DEFAULT_TRACE_MASK = 306  # ZooTrace's default mask, reported by gtmk until stmk sets another
 SESSIONLESS_CNXN_TIMEOUT_MS = 10000  # the bucket width ZooKeeper's connection expiry queue uses
 
-Answer = Callable[[Any, Connection | None], str]
+Answer = Callable[[ServerView, Connection | None], str]
 NOT_SERVING = "This ZooKeeper instance is not currently serving requests\n"
 
 
 # ---- the entry point ----
 
-def answer(word: str, server: Any, conn: Connection | None = None) -> str:
+def answer(word: str, server: ServerView, conn: Connection | None = None) -> str:
     """The text ZooKeeper would send for ``word`` (the connection closes after it).
 
-    ``server`` is the running ``ZkServer`` (``core``, ``config``, ``protocols``); ``conn`` is
-    the connection that asked, if the caller has it.
+    ``server`` is the server's `ServerView`; ``conn`` is the connection that asked, if the
+    caller has it.
     """
     core = server.core
     if core is None:  # an ensemble member between terms (ZooKeeper: no ZooKeeperServer running)
@@ -144,29 +147,36 @@ def _java_date(wall_ms: int) -> str:
 
 # ---- what the words read ----
 
-def _connections(server: Any) -> list[Connection]:
-    return [server.core.connections[cid] for cid in sorted(server.core.connections)]
+def _connections(server: ServerView) -> list[Connection]:
+    return [_serving(server).connections[cid] for cid in sorted(_serving(server).connections)]
 
 
-def _session_of(server: Any, conn_id: Any) -> int:
-    conn = server.core.connections.get(conn_id)
+def _serving(server: ServerView) -> ServerCore:
+    """The core of a serving server (``answer`` runs a word only while one serves)."""
+    core = server.core
+    assert core is not None
+    return core
+
+
+def _session_of(server: ServerView, conn_id: Any) -> int:
+    conn = _serving(server).connections.get(conn_id)
     return conn.session_id if conn is not None else 0
 
 
-def _znode_count(core: Any) -> int:
+def _znode_count(core: ServerCore) -> int:
     return int(core.tree.node_count()) + 1  # the root, counted under "" and "/" as ZooKeeper does
 
 
-def _approximate_data_size(core: Any) -> int:
+def _approximate_data_size(core: ServerCore) -> int:
     """Path lengths plus data lengths over every znode (DataTree.approximateDataSize)."""
     return sum(len(path) + (len(node.data) if node.data else 0) for path, node in core.tree.nodes.items())
 
 
-def _watch_count(core: Any) -> int:
+def _watch_count(core: ServerCore) -> int:
     return int(core.tree.data_watches.count()) + int(core.tree.child_watches.count())
 
 
-def _ephemerals_count(core: Any) -> int:
+def _ephemerals_count(core: ServerCore) -> int:
     return sum(len(paths) for paths in core.tree.ephemerals.values())
 
 
@@ -184,11 +194,11 @@ def _dir_size(path: str) -> int:
     return total
 
 
-def _snap_dir(server: Any) -> str:
+def _snap_dir(server: ServerView) -> str:
     return os.path.join(os.path.abspath(server.config.data_dir), "version-2")
 
 
-def _log_dir(server: Any) -> str:
+def _log_dir(server: ServerView) -> str:
     return os.path.join(os.path.abspath(server.config.log_dir), "version-2")
 
 
@@ -230,57 +240,57 @@ def _connection_info(conn: Connection, asking: Connection | None, brief: bool) -
     return "".join(out)
 
 
-def _server_stats(server: Any) -> str:
-    core = server.core
+def _server_stats(server: ServerView) -> str:
+    core = _serving(server)
     stats = core.stats
     return (f"Latency min/avg/max: {max(stats.min_latency, 0)}/{java_double(_avg(stats.total_latency, stats.count))}"
             f"/{stats.max_latency}\n"
             f"Received: {stats.packets_received}\n"
             f"Sent: {stats.packets_sent}\n"
-            f"Connections: {len(server.protocols)}\n"
+            f"Connections: {server.connection_count}\n"
             f"Outstanding: {core.outstanding}\n"
             f"Zxid: 0x{_hex(core.tree.last_processed_zxid)}\n"
             f"Mode: {_server_state(server)}\n"
             f"Node count: {_znode_count(core)}\n")
 
 
-def _server_state(server: Any) -> str:
+def _server_state(server: ServerView) -> str:
     """standalone, leader, follower or observer (QuorumPeer.getServerState)."""
-    return str(getattr(server, "mode", "standalone"))
+    return server.mode
 
 
 # ---- the words ----
 
-def _ruok(server: Any, conn: Connection | None) -> str:
+def _ruok(server: ServerView, conn: Connection | None) -> str:
     return "imok"
 
 
-def _srvr(server: Any, conn: Connection | None) -> str:
+def _srvr(server: ServerView, conn: Connection | None) -> str:
     return f"Zookeeper version: {full_version()}\n{_server_stats(server)}"
 
 
-def _stat(server: Any, conn: Connection | None) -> str:
+def _stat(server: ServerView, conn: Connection | None) -> str:
     clients = "".join(_connection_info(c, conn, brief=True) + "\n" for c in _connections(server))
     return f"Zookeeper version: {full_version()}\nClients:\n{clients}\n{_server_stats(server)}"
 
 
-def _cons(server: Any, conn: Connection | None) -> str:
+def _cons(server: ServerView, conn: Connection | None) -> str:
     return "".join(_connection_info(c, conn, brief=False) + "\n" for c in _connections(server)) + "\n"
 
 
-def _crst(server: Any, conn: Connection | None) -> str:
+def _crst(server: ServerView, conn: Connection | None) -> str:
     for c in _connections(server):
         c.reset_stats()
     return "Connection stats reset.\n"
 
 
-def _srst(server: Any, conn: Connection | None) -> str:
-    server.core.stats.reset()
+def _srst(server: ServerView, conn: Connection | None) -> str:
+    _serving(server).stats.reset()
     return "Server stats reset.\n"
 
 
-def _mntr(server: Any, conn: Connection | None) -> str:
-    core = server.core
+def _mntr(server: ServerView, conn: Connection | None) -> str:
+    core = _serving(server)
     stats = core.stats
     values: list[tuple[str, object]] = [
         ("version", full_version()),
@@ -290,7 +300,7 @@ def _mntr(server: Any, conn: Connection | None) -> str:
         ("min_latency", max(stats.min_latency, 0)),
         ("packets_received", stats.packets_received),
         ("packets_sent", stats.packets_sent),
-        ("num_alive_connections", len(server.protocols)),
+        ("num_alive_connections", server.connection_count),
         ("outstanding_requests", core.outstanding),
         ("uptime", core.now_ms - core.started_ms),
         ("znode_count", _znode_count(core)),
@@ -302,33 +312,28 @@ def _mntr(server: Any, conn: Connection | None) -> str:
         ("connection_drop_probability", "0.0"),
         ("outstanding_tls_handshake", 0),
     ]
-    quorum_metrics = getattr(server, "quorum_metrics", None)
-    if quorum_metrics is not None:  # an ensemble member: the leader's learner counts, as 3.8's mntr
-        values += quorum_metrics()
-    worker = getattr(getattr(server, "persistence", None), "worker", None)
-    if worker is not None:  # the fsync worker's group commits, under ZooKeeper's metric names
-        values += _summary("fsynctime", worker.fsync_time_ms) + _summary("sync_processor_batch_size", worker.batch_size)
+    values += server.quorum_metrics()  # an ensemble's leader: its learner counts, as 3.8's mntr
+    summaries = server.fsync_summaries()
+    if summaries is not None:  # the fsync worker's group commits, under ZooKeeper's metric names
+        fsync_time, batch_size = summaries
+        values += _summary("fsynctime", fsync_time) + _summary("sync_processor_batch_size", batch_size)
     open_fds, max_fds = _open_fds(), _max_fds()
     if open_fds is not None and max_fds is not None:  # ZooKeeper reports both, on Unix only
         values += [("open_file_descriptor_count", open_fds), ("max_file_descriptor_count", max_fds)]
     return "".join(f"zk_{key}\t{value}\n" for key, value in values)
 
 
-def _summary(name: str, counter: Any) -> list[tuple[str, object]]:
+def _summary(name: str, counter: Summary) -> list[tuple[str, object]]:
     """A BASIC ``Summary`` as 3.8's mntr prints it: ``avg_``, ``min_``, ``max_``, ``cnt_``, ``sum_``."""
     count, total = counter.count, counter.total
     return [(f"avg_{name}", java_double(_avg(total, count))), (f"min_{name}", counter.min),
             (f"max_{name}", counter.max), (f"cnt_{name}", count), (f"sum_{name}", total)]
 
 
-def _conf(server: Any, conn: Connection | None) -> str:
+def _conf(server: ServerView, conn: Connection | None) -> str:
     cfg = server.config
     snap_dir, log_dir = _snap_dir(server), _log_dir(server)
-    try:
-        port = server.port
-    except (AssertionError, AttributeError, IndexError):
-        port = cfg.client_port
-    return (f"clientPort={port}\n"
+    return (f"clientPort={server.port}\n"
             f"secureClientPort=-1\n"
             f"dataDir={snap_dir}\n"
             f"dataDirSize={_dir_size(snap_dir)}\n"
@@ -338,11 +343,11 @@ def _conf(server: Any, conn: Connection | None) -> str:
             f"maxClientCnxns={cfg.max_client_cnxns}\n"
             f"minSessionTimeout={cfg.min_session_timeout}\n"
             f"maxSessionTimeout={cfg.max_session_timeout}\n"
-            f"clientPortListenBacklog={getattr(server, 'listen_backlog', -1)}\n"
+            f"clientPortListenBacklog={server.listen_backlog}\n"
             f"serverId={cfg.server_id}\n")
 
 
-def _envi(server: Any, conn: Connection | None) -> str:
+def _envi(server: ServerView, conn: Connection | None) -> str:
     """``key=value`` lines; Java's ``java.*`` entries become the interpreter's ``python.*``."""
     try:
         user = getpass.getuser()
@@ -365,14 +370,14 @@ def _envi(server: Any, conn: Connection | None) -> str:
     return "Environment:\n" + "".join(f"{key}={value}\n" for key, value in entries)
 
 
-def _wchs(server: Any, conn: Connection | None) -> str:
-    table = server.core.tree.data_watches
+def _wchs(server: ServerView, conn: Connection | None) -> str:
+    table = _serving(server).tree.data_watches
     total = sum(len(paths) for paths in table.by_watcher.values())
     return f"{len(table.by_watcher)} connections watching {len(table.by_path)} paths\nTotal watches:{total}\n"
 
 
-def _wchc(server: Any, conn: Connection | None) -> str:
-    table = server.core.tree.data_watches
+def _wchc(server: ServerView, conn: Connection | None) -> str:
+    table = _serving(server).tree.data_watches
     out = []
     for watcher in sorted(table.by_watcher, key=lambda w: (_session_of(server, w) & _MASK64, str(w))):
         out.append(f"0x{_hex(_session_of(server, watcher))}\n")
@@ -380,8 +385,8 @@ def _wchc(server: Any, conn: Connection | None) -> str:
     return "".join(out) + "\n"
 
 
-def _wchp(server: Any, conn: Connection | None) -> str:
-    table = server.core.tree.data_watches
+def _wchp(server: ServerView, conn: Connection | None) -> str:
+    table = _serving(server).tree.data_watches
     out = []
     for path in sorted(table.by_path):
         out.append(f"{path}\n")
@@ -400,8 +405,8 @@ def _expiry_sets(buckets: dict[int, list[str]], now_ms: int, wall_ms: int) -> st
     return "".join(out)
 
 
-def _dump(server: Any, conn: Connection | None) -> str:
-    core = server.core
+def _dump(server: ServerView, conn: Connection | None) -> str:
+    core = _serving(server)
     now_ms, wall_ms = core.now_ms, core.wall_ms
     sessions = {t: [f"0x{_hex(sid)}" for sid in sorted(sids, key=lambda s: s & _MASK64)]
                 for t, sids in core.sessions.buckets.items() if sids}
@@ -422,19 +427,19 @@ def _dump(server: Any, conn: Connection | None) -> str:
             f"Connections {_expiry_sets(conns, now_ms, wall_ms)}")
 
 
-def _dirs(server: Any, conn: Connection | None) -> str:
+def _dirs(server: ServerView, conn: Connection | None) -> str:
     return f"datadir_size: {_dir_size(_snap_dir(server))}\nlogdir_size: {_dir_size(_log_dir(server))}\n"
 
 
-def _isro(server: Any, conn: Connection | None) -> str:
+def _isro(server: ServerView, conn: Connection | None) -> str:
     return "rw"  # a standalone zkpy server is never read-only
 
 
-def _gtmk(server: Any, conn: Connection | None) -> str:
-    return str(getattr(server, "trace_mask", DEFAULT_TRACE_MASK))
+def _gtmk(server: ServerView, conn: Connection | None) -> str:
+    return str(server.trace_mask)
 
 
-def _stmk(server: Any, conn: Connection | None) -> str:
+def _stmk(server: ServerView, conn: Connection | None) -> str:
     """``stmk`` is followed by the new mask, a big-endian long; the answer echoes it."""
     if conn is None or conn.decoder.buffered < 12:
         return ""  # the mask did not come with the word: ZooKeeper fails the command too

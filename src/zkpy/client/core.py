@@ -832,7 +832,7 @@ def _key(cb: Watcher) -> Hashable:
     """Callbacks are compared by equality when hashable (bound methods), else by identity."""
     try:
         hash(cb)
-        return cb  # type: ignore[return-value]
+        return cb
     except TypeError:
         return id(cb)
 

@@ -45,7 +45,10 @@ from zkpy.wire.quorum import LEARNER_PROTOCOL_VERSION, LearnerInfo, PacketType, 
 
 from .sync import CommittedLog, LoggedTxn, SyncKind, plan_sync
 from .verifier import QuorumMaj
-from .zab import Failed, SetAcceptedEpoch, SetCurrentEpoch, packet_name
+from .zab import Failed as Failed
+from .zab import SetAcceptedEpoch as SetAcceptedEpoch
+from .zab import SetCurrentEpoch as SetCurrentEpoch
+from .zab import packet_name
 
 _INT = struct.Struct(">i")
 _REQUEST_HEAD = struct.Struct(">qii")

@@ -39,7 +39,10 @@ from zkpy.ids import make_zxid, zxid_epoch
 from zkpy.wire.proto import Id
 from zkpy.wire.quorum import LEARNER_PROTOCOL_VERSION, LearnerInfo, PacketType, QuorumPacket
 
-from .zab import Failed, SetAcceptedEpoch, SetCurrentEpoch, packet_name
+from .zab import Failed as Failed
+from .zab import SetAcceptedEpoch as SetAcceptedEpoch
+from .zab import SetCurrentEpoch as SetCurrentEpoch
+from .zab import packet_name
 
 _INT = struct.Struct(">i")
 _REQUEST_HEAD = struct.Struct(">qii")

@@ -301,7 +301,7 @@ class AsyncLockingQueue:
         entry, claim = f"{self.entries_path}/{name}", f"{self.taken_path}/{name}"
         if tried[0]:
             gone = await asyncio.gather(self.client.exists(entry), self.client.exists(claim))
-            if gone == [None, None]:
+            if all(stat is None for stat in gone):
                 return True  # our multi was applied; its reply was lost
         elif not await self._owns(claim):
             return False

@@ -23,19 +23,21 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import itertools
 import logging
 from collections.abc import Callable
 from typing import Any
 
+from zkpy.admin.fourletter import DEFAULT_TRACE_MASK
+from zkpy.admin.view import Summary
 from zkpy.config import LearnerType, ServerConfig
 from zkpy.quorum.verifier import QuorumMaj
+from zkpy.runtime.clientport import ClientPort
 from zkpy.runtime.election_net import ElectionService
 from zkpy.runtime.leader_term import LeaderTerm
 from zkpy.runtime.learner_term import LearnerTerm
 from zkpy.runtime.osdisk import OsDisk
 from zkpy.runtime.persistence import Persistence
-from zkpy.runtime.server import ClientProtocol, DiskFailure
+from zkpy.runtime.server import DiskFailure
 from zkpy.runtime.term import History, TermEnded
 from zkpy.server.core import ServerCore
 from zkpy.storage.disk import FaultPlan
@@ -61,30 +63,46 @@ class QuorumPeer:
                                      [s.sid for s in self.quorum.observers])
         self.disk = OsDisk(faults, config.force_sync)
         self.dirs = DataDirs.of(config.data_dir, config.data_log_dir)
-        # what ClientProtocol and the four-letter words read
-        self.core: ServerCore | None = None  # the core serving clients (None between terms)
+        self.clients = ClientPort(config, self, self.schedule_flush)
         self.core_of_term: ServerCore | None = None  # the current term's core, also once it stopped serving
         self.mode = "looking"
         self.persistence: Persistence | None = None
-        self.protocols: dict[int, ClientProtocol] = {}
-        self.per_ip: dict[str, int] = {}
-        self.conn_ids = itertools.count(1)
-        self.listen_backlog = 1024
-        self.trace_mask = 306
+        self.trace_mask = DEFAULT_TRACE_MASK
         self.loop: asyncio.AbstractEventLoop | None = None
         self.failure: BaseException | None = None
         self.stopped = asyncio.Event()
         self.election: ElectionService | None = None
         self.term: LeaderTerm | LearnerTerm | None = None
-        self._server: asyncio.base_events.Server | None = None
         self._flush_scheduled = False
+
+    # ---- what the four-letter words read (admin.view.ServerView) ----
+
+    @property
+    def core(self) -> ServerCore | None:
+        """The core serving clients (None between terms)."""
+        return self.clients.core
+
+    @core.setter
+    def core(self, core: ServerCore | None) -> None:
+        self.clients.core = core
 
     @property
     def port(self) -> int:
-        assert self._server is not None
-        return int(self._server.sockets[0].getsockname()[1])
+        return self.clients.port
 
-    # ---- what ClientProtocol calls ----
+    @property
+    def listen_backlog(self) -> int:
+        return self.clients.listen_backlog
+
+    @property
+    def connection_count(self) -> int:
+        return self.clients.connection_count
+
+    def fsync_summaries(self) -> tuple[Summary, Summary] | None:
+        worker = self.persistence.worker if self.persistence is not None else None
+        return None if worker is None else (worker.fsync_time_ms, worker.batch_size)
+
+    # ---- client input and output ----
 
     def schedule_flush(self) -> None:
         if not self._flush_scheduled and self.loop is not None:
@@ -97,18 +115,10 @@ class QuorumPeer:
             self.term.flush()
 
     def write_clients(self) -> None:
-        core = self.core
-        if core is None:
-            return
-        for conn in core.take_dirty():
-            proto = self.protocols.get(conn.conn_id)
-            if proto is not None:
-                proto.flush()
+        self.clients.write_clients()
 
     def close_clients(self) -> None:
-        for proto in list(self.protocols.values()):
-            if proto.transport is not None:
-                proto.transport.close()
+        self.clients.drop_all()
         self.core = None
 
     # ---- life cycle ----
@@ -120,9 +130,7 @@ class QuorumPeer:
         self.election = ElectionService(self.config, last_zxid=history.tree.last_processed_zxid,
                                         current_epoch=epochs.current, cnx_timeout_ms=self.quorum.cnx_timeout_ms)
         await self.election.start()
-        self._server = await self.loop.create_server(
-            lambda: ClientProtocol(self), self.config.client_port_address, self.config.client_port,
-            reuse_address=True, backlog=self.listen_backlog)
+        await self.clients.listen()
         log.info("server %d: client port %s:%d", self.sid, self.config.client_port_address, self.port)
         stopping = asyncio.ensure_future(stop.wait())
         try:
@@ -136,9 +144,7 @@ class QuorumPeer:
             self.close_clients()
             if self.election is not None:
                 await self.election.close()
-            if self._server is not None:
-                self._server.close()
-                await self._server.wait_closed()
+            await self.clients.close()
             log.info("server %d shut down", self.sid)
         if self.failure is not None:
             raise DiskFailure(str(self.failure)) from self.failure
@@ -221,9 +227,7 @@ class QuorumPeer:
         """Fail-stop, as standalone: nothing unlogged is ever acknowledged."""
         self.failure = exc
         log.critical("cannot write the txn log (%s): stopping", exc)
-        for proto in list(self.protocols.values()):
-            if proto.transport is not None:
-                proto.transport.abort()
+        self.clients.drop_all(abort=True)
         if self.term is not None:
             self.term.end("disk failure")
 

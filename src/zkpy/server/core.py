@@ -36,7 +36,7 @@ from zkpy.server.connection import Connection, ConnState
 from zkpy.server.prep import WRITE_OPS, Prep
 from zkpy.server.sessions import SessionTracker, session_password
 from zkpy.tree.acl import check_acl, digest_id, has_permission
-from zkpy.tree.datatree import DataTree, TxnResult, ephemeral_kind, ttl_of
+from zkpy.tree.datatree import DataTree, Node, TxnResult, ephemeral_kind, ttl_of
 from zkpy.tree.watches import PERSISTENT, RECURSIVE
 from zkpy.wire.consts import AddWatchMode, CreateMode, EventType, KeeperState, OpCode, Perms, WatcherType, Xid
 from zkpy.wire.jute import INT, read_ustring
@@ -786,14 +786,14 @@ class ServerCore:
             path = req2.path
             if path is not None and "\0" in path:
                 raise BadArgumentsError()
-            node = self._node_at(path)
-            if node is not None:
-                check_acl(node.acl, Perms.READ, conn.auth)
+            maybe = self._node_at(path)
+            if maybe is not None:
+                check_acl(maybe.acl, Perms.READ, conn.auth)
             if req2.watch:
                 tree.add_watch(path, conn.conn_id, data=True)
-            if node is None:
+            if maybe is None:
                 raise NoNodeError()
-            return node.stat_bytes()
+            return maybe.stat_bytes()
         if op in (OpCode.GET_CHILDREN, OpCode.GET_CHILDREN2):
             cls = GetChildrenRequest if op == OpCode.GET_CHILDREN else GetChildren2Request
             req3 = cls.read(body, 0)[0]
@@ -810,15 +810,15 @@ class ServerCore:
             return GetAllChildrenNumberResponse(tree.all_children_number(path)).to_bytes()
         if op == OpCode.GET_ACL:
             path = GetACLRequest.read(body, 0)[0].path
-            node = self._node_at(path)
-            if node is None:
+            acl_node = self._node_at(path)
+            if acl_node is None:
                 raise NoNodeError()
-            check_acl(node.acl, Perms.READ | Perms.ADMIN, conn.auth)
-            acl = list(node.acl)
-            if not has_permission(node.acl, Perms.ADMIN, conn.auth):
+            check_acl(acl_node.acl, Perms.READ | Perms.ADMIN, conn.auth)
+            acl = list(acl_node.acl)
+            if not has_permission(acl_node.acl, Perms.ADMIN, conn.auth):
                 acl = [ACL(a.perms, Id(a.id.scheme, a.id.id.split(":", 1)[0] + ":x")) if a.id.scheme == "digest" else a
                        for a in acl]
-            return GetACLResponse(acl, node.stat()).to_bytes()
+            return GetACLResponse(acl, acl_node.stat()).to_bytes()
         if op == OpCode.SYNC:
             return SyncResponse(SyncRequest.read(body, 0)[0].path).to_bytes()
         if op in (OpCode.SET_WATCHES, OpCode.SET_WATCHES2):
@@ -868,14 +868,14 @@ class ServerCore:
             return self._multi_read(conn, body)
         raise MarshallingError()
 
-    def _node_at(self, path: str | None) -> Any:
+    def _node_at(self, path: str | None) -> Node | None:
         """The node a read names. ZooKeeper fails a null path with a marshalling error, and finds
         the root under "" as well as "/" (its DataTree keys the root both ways)."""
         if path is None:
             raise ProtocolError("null path")
         return self.tree.get(path or "/")
 
-    def _readable(self, path: str, conn: Connection) -> Any:
+    def _readable(self, path: str, conn: Connection) -> Node:
         node = self._node_at(path)
         if node is None:
             raise NoNodeError()

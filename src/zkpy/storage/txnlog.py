@@ -265,7 +265,7 @@ def _valid_after(data: bytes, view: memoryview, bad: int, limit: int, zxids: set
         return True
 
     if bad + 12 <= limit:
-        length = _FRAME.unpack_from(view, bad)[1]
+        length = int(_FRAME.unpack_from(view, bad)[1])
         nxt = bad + 13 + length
         if length > 0 and nxt < limit and valid(nxt):
             return nxt

@@ -19,7 +19,18 @@ from __future__ import annotations
 import dataclasses
 import struct
 import types
-from typing import Annotated, Any, ClassVar, TypeVar, Union, dataclass_transform, get_args, get_origin, get_type_hints
+from typing import (
+    Annotated,
+    Any,
+    ClassVar,
+    TypeVar,
+    Union,
+    cast,
+    dataclass_transform,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
 from zkpy.errors import ProtocolError
 
@@ -61,7 +72,7 @@ class Record:
             obj, _ = cls.read(data, 0)  # type: ignore[attr-defined]
         except (struct.error, IndexError, ValueError, ProtocolError) as exc:
             raise ProtocolError(f"malformed {cls.__name__}: {exc}") from exc
-        return obj
+        return cast(T, obj)
 
 
 # --- variable-length primitives (also used by hand-written hot paths) ---
@@ -121,15 +132,15 @@ def _vector_codec(elem: Any) -> tuple[Any, Any]:
     elif isinstance(elem, str):
         st = struct.Struct(">" + _FIXED[elem][0])
 
-        def r_one(buf: Any, pos: int) -> tuple[Any, int]:  # type: ignore[misc]
+        def r_one(buf: Any, pos: int) -> tuple[Any, int]:
             return st.unpack_from(buf, pos)[0], pos + st.size
 
-        def w_one(out: bytearray, v: Any) -> None:  # type: ignore[misc]
+        def w_one(out: bytearray, v: Any) -> None:
             out += st.pack(v)
     else:
         r_one = elem.read
 
-        def w_one(out: bytearray, v: Any) -> None:  # type: ignore[misc]
+        def w_one(out: bytearray, v: Any) -> None:
             v.write(out)
 
     def read_vec(buf: Any, pos: int) -> tuple[list[Any], int]:
@@ -227,7 +238,7 @@ def jute_record(cls: type[T]) -> type[T]:
     exec("\n".join(rlines) + "\n" + "\n".join(wlines) + "\n" + "\n".join(ilines), ns)  # noqa: S102 - compiled codec
     init = ns["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
-    cls.__init__ = init  # type: ignore[misc,method-assign]
+    cls.__init__ = init  # type: ignore[method-assign]
     cls.read = staticmethod(ns["read"])  # type: ignore[attr-defined]
     cls.write = ns["write"]  # type: ignore[attr-defined]
     cls.JUTE_FIELDS = fields  # type: ignore[attr-defined]

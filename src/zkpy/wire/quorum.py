@@ -130,7 +130,7 @@ def read_quorum_packet(buf: bytes | memoryview, pos: int, max_buffer: int) -> tu
         (n,) = INT.unpack_from(buf, p)
         if n < -1 or n > max_buffer:
             raise ProtocolError(f"length {n} is negative or larger than jute.maxbuffer={max_buffer}")
-        return p + 4 + max(n, 0)
+        return int(p + 4 + max(n, 0))
 
     p = skip(pos + 12)  # type, zxid, then data
     if p is None or end - p < 4:

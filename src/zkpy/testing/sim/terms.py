@@ -497,7 +497,7 @@ class LearnerTerm(_Term):
                     touches = self.core.take_touches() if self.core is not None else []
                     data = b"".join(s.to_bytes(8, "big", signed=True) + t.to_bytes(4, "big", signed=True)
                                     for s, t in touches)
-                    self._send(QuorumPacket(PacketType.PING, a.zxid, data, None))  # type: ignore[call-arg]
+                    self._send(QuorumPacket(PacketType.PING, a.zxid, data, None))
                 elif isinstance(a, zf.Revalidated):
                     if self.core is not None:
                         self.core.revalidated(a.session, a.valid)

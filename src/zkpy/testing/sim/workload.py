@@ -125,7 +125,7 @@ class Workload:
             eph = client.ephemerals or []
             if eph:
                 path = eph.pop(0)
-                self.submit(client, node, OpCode.DELETE, path, DeleteRequest(path, -1))  # type: ignore[call-arg]
+                self.submit(client, node, OpCode.DELETE, path, DeleteRequest(path, -1))
             else:
                 self._set(client, node, f"/k{self.rng.randrange(self.keys)}")
         else:
@@ -146,7 +146,7 @@ class Workload:
 
     def _create(self, client: Client, node: SimNode, path: str, mode: CreateMode) -> None:
         data = path.encode() + b"=" + str(self.c.sched.now).encode()
-        req = CreateRequest(path, data, _ACL, int(mode))  # type: ignore[call-arg]
+        req = CreateRequest(path, data, _ACL, int(mode))
         w = self.submit(client, node, OpCode.CREATE, path, req)
         if w is not None:
             w.flags = int(mode)
@@ -155,7 +155,7 @@ class Workload:
 
     def _set(self, client: Client, node: SimNode, path: str) -> None:
         value = f"v{self._value()}".encode()
-        self.submit(client, node, OpCode.SET_DATA, path, SetDataRequest(path, value, -1))  # type: ignore[call-arg]
+        self.submit(client, node, OpCode.SET_DATA, path, SetDataRequest(path, value, -1))
 
     def submit(self, client: Client, node: SimNode, op: int, path: str, req: Record | None) -> Write | None:
         client.cxid += 1

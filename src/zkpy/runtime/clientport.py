@@ -1,0 +1,206 @@
+"""The client port: one component for a standalone server and an ensemble member alike.
+
+It listens, counts connections per IP (``maxClientCnxns``), hands every byte a client sends to
+the serving request pipeline (``ServerCore``) and writes each connection's output with one
+``write`` per flush. While nothing serves (an ensemble member between terms) it answers
+four-letter words only and closes every other connection, as ZooKeeper does.
+
+Back-pressure: a connection with more than ``MAX_OUTSTANDING_PER_CONNECTION`` requests queued,
+or whose client does not read its replies (the transport's write buffer is full), is not read
+until it drains.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Callable
+from typing import cast
+
+from zkpy.admin.fourletter import COMMANDS as FOUR_LETTER_WORDS
+from zkpy.admin.fourletter import answer as answer_four_letter_word
+from zkpy.admin.view import ServerView
+from zkpy.config import ServerConfig
+from zkpy.server.connection import Connection
+from zkpy.server.core import ServerCore
+
+log = logging.getLogger("zkpy.server")
+
+MAX_OUTSTANDING_PER_CONNECTION = 1000  # stop reading a connection past this many queued requests
+LISTEN_BACKLOG = 1024  # reported by the conf four-letter word
+
+
+def now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+def wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ClientProtocol(asyncio.Protocol):
+    """One client socket; everything it receives goes straight to the serving core."""
+
+    def __init__(self, port: ClientPort) -> None:
+        self.port = port
+        self.transport: asyncio.Transport | None = None
+        self.conn: Connection | None = None
+        self.core: ServerCore | None = None  # the core it was opened on (an ensemble's term may end)
+        self.idle: bytearray | None = None  # bytes of a connection made while no core serves
+        self.writing_paused = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # (uvloop's is not an asyncio.Transport subclass)
+        peer = transport.get_extra_info("peername") or ("?", 0)
+        ip, remote_port = peer[0], peer[1]
+        port = self.port
+        limit = port.config.max_client_cnxns
+        if limit > 0 and port.per_ip.get(ip, 0) >= limit:
+            log.warning("Too many connections from %s - max is %d", ip, limit)
+            self.transport.abort()
+            return
+        core = port.core
+        if core is None:  # an ensemble member between terms: four-letter words only
+            self.idle = bytearray()
+            return
+        port.per_ip[ip] = port.per_ip.get(ip, 0) + 1
+        self.core = core
+        core.set_time(now_ms(), wall_ms())
+        self.conn = core.open(next(port.conn_ids), ip, remote_port)
+        port.protocols[self.conn.conn_id] = self
+
+    def data_received(self, data: bytes) -> None:
+        conn, core = self.conn, self.core
+        if conn is None or core is None:
+            if self.idle is not None and self.transport is not None:
+                self._idle_data(data)
+            return
+        core.set_time(now_ms(), wall_ms())
+        word = core.receive(conn, data)
+        if word is not None:
+            assert self.transport is not None
+            self.transport.write(answer_four_letter_word(word, self.port.view, conn).encode("utf-8"))
+            self.transport.close()
+            return
+        self.port.on_input()
+        if conn.outstanding > MAX_OUTSTANDING_PER_CONNECTION and self.transport is not None:
+            self.transport.pause_reading()
+            conn.paused = True
+
+    def _idle_data(self, data: bytes) -> None:
+        """Not serving: answer a four-letter word, refuse anything else (ZooKeeper closes it)."""
+        assert self.idle is not None and self.transport is not None
+        self.idle += data
+        if len(self.idle) < 4:
+            return
+        word = bytes(self.idle[:4]).decode("ascii", "replace")
+        if word in FOUR_LETTER_WORDS:
+            self.transport.write(answer_four_letter_word(word, self.port.view).encode("utf-8"))
+        else:
+            log.info("refusing a client connection: this server is not serving (no quorum)")
+        self.transport.close()
+        self.idle = None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        conn = self.conn
+        if conn is None:
+            return
+        port = self.port
+        count = port.per_ip.get(conn.ip, 1) - 1
+        if count:
+            port.per_ip[conn.ip] = count
+        else:
+            port.per_ip.pop(conn.ip, None)
+        port.protocols.pop(conn.conn_id, None)
+        if self.core is not None:
+            self.core.disconnected(conn)
+        port.on_input()
+        self.conn = None
+
+    def pause_writing(self) -> None:
+        # the client is not reading: stop reading its requests until its output drains
+        self.writing_paused = True
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        if self.transport is not None and self.conn is not None and not self.conn.paused:
+            self.transport.resume_reading()
+
+    def flush(self) -> None:
+        conn, transport = self.conn, self.transport
+        if conn is None or transport is None:
+            return
+        if conn.out:
+            transport.write(b"".join(conn.out))
+            conn.out.clear()
+        if conn.closing:
+            if conn.close_reason not in (None, "closeSession", "client went away"):
+                log.info("closing connection %s:%d: %s", conn.ip, conn.port, conn.close_reason)
+            transport.close()
+        elif conn.paused and conn.outstanding <= MAX_OUTSTANDING_PER_CONNECTION // 2:
+            conn.paused = False
+            if not self.writing_paused:
+                transport.resume_reading()
+
+
+class ClientPort:
+    """The listener and connections of a server's client port. ``core`` is the request pipeline
+    that serves new connections (None: not serving); ``on_input`` is called after client input,
+    for the owner to flush (once per loop turn); ``view`` is what four-letter words read."""
+
+    def __init__(self, config: ServerConfig, view: ServerView, on_input: Callable[[], None]) -> None:
+        self.config = config
+        self.view = view
+        self.on_input = on_input
+        self.core: ServerCore | None = None
+        self.protocols: dict[int, ClientProtocol] = {}
+        self.per_ip: dict[str, int] = {}
+        self.conn_ids = itertools.count(1)
+        self.listen_backlog = LISTEN_BACKLOG
+        self._server: asyncio.base_events.Server | None = None
+
+    async def listen(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: ClientProtocol(self), self.config.client_port_address,
+                                                self.config.client_port, reuse_address=True,
+                                                backlog=self.listen_backlog)
+
+    @property
+    def port(self) -> int:
+        """The port listened on (``clientPort`` before ``listen``)."""
+        if self._server is None or not self._server.sockets:
+            return self.config.client_port
+        return int(self._server.sockets[0].getsockname()[1])
+
+    @property
+    def connection_count(self) -> int:
+        return len(self.protocols)
+
+    def write_clients(self) -> None:
+        """Write out what the serving core has for its connections (one write each)."""
+        core = self.core
+        if core is None:
+            return
+        for conn in core.take_dirty():
+            proto = self.protocols.get(conn.conn_id)
+            if proto is not None:
+                proto.flush()
+
+    def drop_all(self, abort: bool = False) -> None:
+        """Close every client connection (``abort``: without another byte)."""
+        for proto in list(self.protocols.values()):
+            if proto.transport is not None:
+                if abort:
+                    proto.transport.abort()
+                else:
+                    proto.transport.close()
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self.drop_all()
+            await self._server.wait_closed()
