@@ -30,6 +30,7 @@ from typing import Any
 from zkpy.admin.fourletter import DEFAULT_TRACE_MASK
 from zkpy.admin.view import Summary
 from zkpy.config import LearnerType, ServerConfig
+from zkpy.member.history import History
 from zkpy.quorum.verifier import QuorumMaj
 from zkpy.runtime.clientport import ClientPort
 from zkpy.runtime.election_net import ElectionService
@@ -38,7 +39,7 @@ from zkpy.runtime.learner_term import LearnerTerm
 from zkpy.runtime.osdisk import OsDisk
 from zkpy.runtime.persistence import Persistence
 from zkpy.runtime.server import DiskFailure
-from zkpy.runtime.term import History, TermEnded
+from zkpy.runtime.term import TermEnded
 from zkpy.server.core import ServerCore
 from zkpy.storage.disk import FaultPlan
 from zkpy.storage.epochs import load_epochs, write_epoch
@@ -64,7 +65,6 @@ class QuorumPeer:
         self.disk = OsDisk(faults, config.force_sync)
         self.dirs = DataDirs.of(config.data_dir, config.data_log_dir)
         self.clients = ClientPort(config, self, self.schedule_flush)
-        self.core_of_term: ServerCore | None = None  # the current term's core, also once it stopped serving
         self.mode = "looking"
         self.persistence: Persistence | None = None
         self.trace_mask = DEFAULT_TRACE_MASK
@@ -180,11 +180,10 @@ class QuorumPeer:
         log.info("server %d: election decided: leader %d, I am %s", self.sid, decision.leader, decision.state.name)
         term: LeaderTerm | LearnerTerm
         if decision.leader == self.sid:
-            term = LeaderTerm(self, history, epochs.accepted, epochs.current)
+            term = LeaderTerm(self, self.verifier, history, epochs.accepted, epochs.current)
         else:
-            term = LearnerTerm(self, history, decision.leader, epochs.accepted, epochs.current)
+            term = LearnerTerm(self, history, decision.leader, epochs.accepted, epochs.current, self.observer)
         self.term = term
-        self.core_of_term = None
         running = asyncio.ensure_future(term.run())
         crashed = False
         try:
@@ -214,14 +213,18 @@ class QuorumPeer:
         """mntr's quorum lines (ZooKeeper 3.8 prints them on the leader): learners connected,
         voters and observers synced (forwarded to), syncs waiting for a commit."""
         term = self.term
-        if not isinstance(term, LeaderTerm) or not term.zab.established:
-            return []
-        handles = term.zab.forwarding()
-        return [("learners", len(term.zab.learners)),
-                ("synced_followers", sum(1 for h in handles if not h.observer)),
-                ("synced_non_voting_followers", 0),
-                ("synced_observers", sum(1 for h in handles if h.observer)),
-                ("pending_syncs", term.zab.pending_syncs)]
+        return term.core.quorum_metrics() if isinstance(term, LeaderTerm) else []
+
+    # ---- what a term needs of its server (runtime.term.TermHost) ----
+
+    def serving(self, server: ServerCore, role: str, epoch: int) -> None:
+        self.core = server
+        self.mode = role
+        assert self.election is not None
+        self.election.update_peer_epoch(epoch)
+
+    def uses(self, persistence: Persistence | None) -> None:
+        self.persistence = persistence
 
     def disk_failed(self, exc: BaseException) -> None:
         """Fail-stop, as standalone: nothing unlogged is ever acknowledged."""

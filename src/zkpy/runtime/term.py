@@ -1,12 +1,9 @@
-"""What the leader and learner terms of an ensemble member share: the history one term hands
-the next, the quorum port's packet stream, the clock.
+"""What the leader and the learner term shells share: running a member core's effects on the
+operating system (``member.effects`` states the order they keep), the fsync worker's reports,
+the end of the term.
 
-A ``History`` is the tree a term ends with, with every txn it logged applied (ZooKeeper's
-fastForwardDataBase), and its recent txns (a new leader's committed log). Taking it instead of
-recovering from disk is only right when the tree and the data dir agree: each term says
-whether it does (``carry_over``).
-
-The quorum port's stream reader is ``zkpy.wire.quorum.QuorumPacketReader``.
+A term shell knows its server only through ``TermHost`` (``runtime.peer.QuorumPeer`` is one),
+so the shells and the peer do not import each other.
 """
 
 from __future__ import annotations
@@ -14,14 +11,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
-from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
-from zkpy.quorum.sync import LoggedTxn
-from zkpy.storage.recovery import Recovered
-from zkpy.storage.txnlog import encode_payload
-from zkpy.tree.datatree import DataTree
+from zkpy.config import QuorumConfig, ServerConfig
+from zkpy.member import effects as fx
+from zkpy.member.leading import LeadingCore
+from zkpy.member.learning import LearningCore
+from zkpy.runtime.persistence import Persistence
+from zkpy.server.core import ServerCore
+from zkpy.storage.disk import Disk
+from zkpy.storage.files import DataDirs
 
 log = logging.getLogger("zkpy.quorum")
 
@@ -34,48 +33,88 @@ def wall_ms() -> int:
     return int(time.time() * 1000)
 
 
-@dataclass(slots=True)
-class History:
-    """What one term hands the next: the tree (every logged txn applied) and its recent txns,
-    a new leader's committed log."""
-
-    tree: DataTree
-    committed: list[LoggedTxn]
-
-    @classmethod
-    def of(cls, recovered: Recovered) -> History:
-        return cls(recovered.tree, [LoggedTxn(h.zxid, encode_payload(h, t)) for h, t in recovered.replayed_tail])
-
-
 class TermEnded(Exception):
     """The current term is over (the reason says why); the peer goes back to election."""
 
 
+class TermHost(Protocol):
+    """What a term shell needs of its server."""
+
+    @property
+    def config(self) -> ServerConfig: ...
+    @property
+    def quorum(self) -> QuorumConfig: ...
+    @property
+    def sid(self) -> int: ...
+    @property
+    def disk(self) -> Disk: ...
+    @property
+    def dirs(self) -> DataDirs: ...
+
+    def write_epoch(self, name: str, value: int) -> None: ...
+    def serving(self, server: ServerCore, role: str, epoch: int) -> None: ...
+    def uses(self, persistence: Persistence | None) -> None: ...
+    def disk_failed(self, exc: BaseException) -> None: ...
+    def write_clients(self) -> None: ...
+    def schedule_flush(self) -> None: ...
+
+
 class Term:
-    """What a leader term and a learner term do alike: end once, with a reason, and turn the
-    fsync worker's progress into the core's ``logged``. Subclasses set ``zab``, ``peer`` and
-    ``run_actions``."""
+    """One term's shell: subclasses own the links and set ``core``."""
 
-    zab: Any
-    peer: Any
+    core: LeadingCore | LearningCore
+    role: str
 
-    def __init__(self) -> None:
-        self.logging: deque[int] = deque()  # zxids handed to the fsync worker, oldest first
+    def __init__(self, host: TermHost) -> None:
+        self.host = host
+        self.persistence = Persistence(host.config, host.disk, host.dirs)
         self.ended: asyncio.Future[str] | None = None
 
     def end(self, reason: str) -> None:
         if self.ended is not None and not self.ended.done():
             self.ended.set_result(reason)
 
-    def run_actions(self) -> None:
-        raise NotImplementedError
+    def _start_persistence(self) -> None:
+        self.persistence.start(asyncio.get_running_loop(), self._durable, self.host.disk_failed)
+        self.host.uses(self.persistence)
+
+    def _time(self) -> None:
+        self.core.set_time(now_ms(), wall_ms())
+
+    def pump(self) -> None:
+        """Run the core's effects, batch after batch, until it has none."""
+        while effects := self.core.ready():
+            for effect in effects:
+                self.execute(effect)
+
+    def execute(self, effect: fx.Effect) -> None:
+        if isinstance(effect, fx.AppendLog):
+            self.persistence.log_payloads(effect.zxids, effect.payloads, self.core.tree)
+        elif isinstance(effect, fx.WriteEpoch):
+            self.host.write_epoch(effect.name, effect.value)
+        elif isinstance(effect, fx.WriteSnapshot):
+            self.persistence.write_initial_snapshot(effect.tree)
+        elif isinstance(effect, fx.Serving):
+            self.host.serving(effect.server, self.role, effect.epoch)
+        elif isinstance(effect, fx.EndTerm):
+            self.end(effect.reason)
+        else:
+            raise AssertionError(f"{type(self).__name__} cannot run {effect!r}")
 
     def _durable(self, count: int) -> None:
         """The fsync worker made ``count`` more txns durable (a report may come after ``close``)."""
-        last = -1
-        for _ in range(min(count, len(self.logging))):
-            last = self.logging.popleft()
-        if last >= 0:
-            self.zab.logged(last)
-            self.run_actions()
-            self.peer.write_clients()
+        self._time()
+        self.core.durable(count)
+        self.pump()
+        self.host.write_clients()
+
+    def flush(self) -> None:
+        """After client input: what it produced goes to the log and the quorum, replies out."""
+        self._time()
+        self.core.flush()
+        self.pump()
+        self.host.write_clients()
+
+    def close_persistence(self) -> None:
+        self.persistence.close()
+        self.host.uses(None)

@@ -543,7 +543,7 @@ def snapshot_stream(tree: DataTree) -> bytes:
     return body[_HEADER.size:] + _STREAM_END
 
 
-def parse_snapshot_stream(data: bytes, search_from: int = 0) -> tuple[DataTree, int] | None:
+def parse_snapshot_stream(data: bytes | bytearray, search_from: int = 0) -> tuple[DataTree, int] | None:
     """The tree a SNAP stream at the start of ``data`` holds and the bytes it took, or None
     while it is incomplete (or unreadable: the caller's timeout ends the wait). The end is found
     by its marker; a marker inside node data fails to parse and the search goes on.
@@ -551,7 +551,7 @@ def parse_snapshot_stream(data: bytes, search_from: int = 0) -> tuple[DataTree, 
     at = data.find(_STREAM_END, max(0, search_from - len(_STREAM_END)))
     while at >= 0:
         try:
-            tree, _unknown, pos = _parse_body("SNAP stream", data[:at + len(_END)], 0)
+            tree, _unknown, pos = _parse_body("SNAP stream", bytes(data[:at + len(_END)]), 0)
         except (SnapshotError, struct.error, IndexError, ProtocolError):
             at = data.find(_STREAM_END, at + 1)
             continue

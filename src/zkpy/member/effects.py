@@ -1,0 +1,145 @@
+"""What a member core asks its shell to do: the output of ``ready()``.
+
+**The ordering contract** (written here once, for every shell):
+
+* Run the effects of one ``ready()`` in order; call ``ready()`` again until it returns nothing
+  (a batch ends at a barrier, `Truncate` or `WriteSnapshot`, which must be complete before the
+  core goes on).
+* `WriteEpoch`, `WriteSnapshot` and `Truncate` are synchronous: complete (on disk) before the
+  next effect runs. `AppendLog` is asynchronous: the shell's fsync worker reports the txns it
+  made durable with ``durable(count)``, in order; only then does a core acknowledge them (an
+  ACK, a commit counting its own vote, a reply to a client).
+* `Send` effects come after every persisting effect of their batch (sends are batched per
+  link at the end of the batch, or before a barrier), so nothing leaves before the state it
+  acknowledges is on disk. A `CloseLink` drops what was still queued for that link.
+* Trace effects (`Traced`) come only from a core made with ``trace=True`` (the simulator's
+  checkers read them); a shell that does not trace never sees one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from zkpy.server.core import ServerCore
+from zkpy.tree.datatree import DataTree
+from zkpy.wire.quorum import QuorumPacket
+from zkpy.wire.txn import TxnHeader
+
+LEADER_LINK = 0  # a learner's one link: its connection to the leader
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Write ``data`` to ``link`` (a learner's connection id on the leader; `LEADER_LINK` on a
+    learner). With ``snapshot``, ``data`` ends with the tree's snapshot stream (SNAP)."""
+
+    link: int
+    data: bytes
+    snapshot: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CloseLink:
+    link: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class AppendLog:
+    """Hand these serialized txns (header + record) to the fsync worker, in order."""
+
+    zxids: tuple[int, ...]
+    payloads: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class WriteEpoch:
+    """Write ``acceptedEpoch`` or ``currentEpoch`` (``storage.epochs``), synchronously."""
+
+    name: str
+    value: int
+
+
+@dataclass(frozen=True, slots=True)
+class WriteSnapshot:
+    """Write ``tree`` as ``snapshot.<its zxid>``, synchronously (a barrier: the tree does not
+    change until it is written)."""
+
+    tree: DataTree
+
+
+@dataclass(frozen=True, slots=True)
+class Truncate:
+    """Cut the log after ``zxid`` and recover the data dir; then call the core's ``truncated``
+    with what was recovered (a barrier: nothing more comes before that)."""
+
+    zxid: int
+
+
+@dataclass(frozen=True, slots=True)
+class Serving:
+    """The term serves clients from now on, through ``server``."""
+
+    epoch: int
+    server: ServerCore
+
+
+@dataclass(frozen=True, slots=True)
+class EndTerm:
+    reason: str
+
+
+# ---- traces (``trace=True`` only): what the simulator's checkers follow
+
+
+@dataclass(frozen=True, slots=True)
+class PacketIn:
+    link: int
+    packet: QuorumPacket
+
+
+@dataclass(frozen=True, slots=True)
+class PacketOut:
+    link: int
+    packet: QuorumPacket
+
+
+@dataclass(frozen=True, slots=True)
+class Proposed:
+    """The leader proposed (and logs) this txn."""
+
+    zxid: int
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Logged:
+    """A learner handed this txn to its log."""
+
+    zxid: int
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """This committed txn was applied to the term's tree (``payload`` as logged)."""
+
+    zxid: int
+    payload: bytes
+    hdr: TxnHeader
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotLoaded:
+    """A learner installed the leader's snapshot (SNAP) as its tree."""
+
+    zxid: int
+    tree: DataTree
+
+
+Traced = PacketIn | PacketOut | Proposed | Logged | Applied | SnapshotLoaded
+Effect = Send | CloseLink | AppendLog | WriteEpoch | WriteSnapshot | Truncate | Serving | EndTerm | Traced
+
+__all__ = ["LEADER_LINK", "AppendLog", "Applied", "CloseLink", "Effect", "EndTerm", "Logged", "PacketIn",
+           "PacketOut", "Proposed", "Send", "Serving", "SnapshotLoaded", "Traced", "Truncate", "WriteEpoch",
+           "WriteSnapshot"]

@@ -1,0 +1,205 @@
+"""One term as leader: the Zab leader core (``quorum.leader``) joined to the request pipeline.
+
+Learners' connections are links (ids the shell picks); their bytes come in with ``link_data``
+and are parsed here. Every packet that arrived is stepped before the actions run, so each
+learner gets one `Send` per batch. The pipeline's proposals are serialized once, logged as
+they are (`AppendLog`) and sent to the voters; the leader counts its own ack only after the
+fsync that covers it (``durable``). Once the epoch is established the request pipeline serves
+(`Serving`): it is ``self.server``, which the shell's client port feeds; after client input the
+shell calls ``flush``, which proposes what the input produced.
+"""
+
+from __future__ import annotations
+
+from zkpy.config import ServerConfig
+from zkpy.errors import ProtocolError
+from zkpy.ids import make_zxid
+from zkpy.quorum import leader as zl
+from zkpy.quorum.sync import CommittedLog, LoggedTxn
+from zkpy.quorum.verifier import QuorumMaj
+from zkpy.server.core import LEADER, ServerCore
+from zkpy.storage.epochs import ACCEPTED_EPOCH, CURRENT_EPOCH
+from zkpy.storage.snapshot import snapshot_stream
+from zkpy.storage.txnlog import encode_payload
+from zkpy.wire.quorum import QuorumPacketReader
+
+from .effects import AppendLog, Applied, PacketIn, Proposed, Serving, WriteEpoch
+from .history import History
+from .term import Log, TermCore
+
+
+class LeadingCore(TermCore):
+    role = "leader"
+
+    def __init__(self, config: ServerConfig, verifier: QuorumMaj, history: History, *, accepted_epoch: int,
+                 current_epoch: int, config_data: bytes, now_ms: int, wall_ms: int, trace: bool = False,
+                 log: Log = lambda _m: None) -> None:
+        super().__init__(now_ms, wall_ms, trace=trace, log=log)
+        q = config.quorum
+        assert q is not None and q.my_id is not None
+        self.config = config
+        self.config_data = config_data
+        self.tree = history.tree
+        self.zab = zl.Leader(int(q.my_id), verifier, accepted_epoch=accepted_epoch, current_epoch=current_epoch,
+                             last_zxid=self.tree.last_processed_zxid, committed=CommittedLog(history.committed),
+                             now_ms=now_ms, tick_ms=config.tick_ms, init_limit=q.init_limit_ticks,
+                             sync_limit=q.sync_limit_ticks, config_data=config_data, quorum_sync=q.quorum_sync)
+        self.handed = 0  # the pipeline's proposals handed to the log and the voters, not yet committed
+        self._readers: dict[int, QuorumPacketReader] = {}
+
+    # ---- inputs
+
+    def link_connected(self, link: int) -> None:
+        self._readers[link] = QuorumPacketReader(self.config.max_buffer)
+        self.zab.connected(link, self.now_ms)
+
+    def link_data(self, link: int, data: bytes) -> None:
+        """Bytes from a learner: every whole packet is stepped. A malformed stream drops that
+        learner only (`CloseLink`)."""
+        reader = self._readers.get(link)
+        if reader is None:
+            return
+        reader.feed(data)
+        try:
+            while (packet := reader.next()) is not None:
+                if self.trace:
+                    self._effects.append(PacketIn(link, packet))
+                self.zab.step(link, packet, self.now_ms)
+        except (ProtocolError, zl.ZabError) as exc:
+            self.log(f"learner connection {link}: {exc}")
+            self.link_lost(link)
+            self._close_link(link, str(exc))
+
+    def link_lost(self, link: int) -> None:
+        if self._readers.pop(link, None) is not None:
+            self.zab.disconnected(link)
+
+    def tick(self) -> None:
+        """Zab's timers (pings, learners' and the quorum's deadlines) and the pipeline's
+        (session expiry), then what they proposed."""
+        self.zab.tick(self.now_ms)
+        if self.server is not None:
+            self.server.tick()
+        self.flush()
+
+    def flush(self) -> None:
+        """After client input: the pipeline's new proposals to the log and the voters, and its
+        quorum checks (zkpy.quorumSync) to Zab."""
+        self._propose_new()
+        server = self.server
+        if server is not None and server.quorum_checks:
+            for token in server.quorum_checks:
+                self.zab.check_quorum(token)
+            server.quorum_checks.clear()
+
+    def stop(self, reason: str) -> None:
+        self.zab.stop(reason)
+
+    # ---- after the term
+
+    def carry_over(self) -> History:
+        """Every proposal handed to the log is on disk once the shell's log is closed: the next
+        term starts from this tree with those applied."""
+        committed = list(self.zab.committed)
+        if self.server is not None:
+            for p in self.server.proposals[:self.handed]:
+                self.tree.apply(p.hdr, p.txn)
+                committed.append(LoggedTxn(p.hdr.zxid, encode_payload(p.hdr, p.txn)))
+        self.tree.events.clear()
+        return History(self.tree, committed)
+
+    def quorum_metrics(self) -> list[tuple[str, object]]:
+        """mntr's quorum lines (ZooKeeper 3.8 prints them on the leader)."""
+        if not self.zab.established:
+            return []
+        handles = self.zab.forwarding()
+        return [("learners", len(self.zab.learners)),
+                ("synced_followers", sum(1 for h in handles if not h.observer)),
+                ("synced_non_voting_followers", 0),
+                ("synced_observers", sum(1 for h in handles if h.observer)),
+                ("pending_syncs", self.zab.pending_syncs)]
+
+    # ---- the Zab core's actions
+
+    def _logged(self, zxid: int) -> None:
+        self.zab.logged(zxid)
+
+    def _propose_new(self) -> None:
+        server = self.server
+        if server is None or len(server.proposals) <= self.handed:
+            return
+        new = server.proposals[self.handed:]
+        self.handed = len(server.proposals)
+        zxids = tuple(p.hdr.zxid for p in new)
+        payloads = tuple(encode_payload(p.hdr, p.txn) for p in new)
+        self._effects.append(AppendLog(zxids, payloads))
+        self.logging.extend(zxids)
+        for zxid, payload in zip(zxids, payloads):
+            if self.trace:
+                self._effects.append(Proposed(zxid, payload))
+            self.zab.propose(zxid, payload)
+
+    def _drain(self) -> bool:
+        while actions := self.zab.ready():
+            encoded: dict[int, bytes] = {}  # a packet sent to every learner is encoded once
+            for a in actions:
+                if isinstance(a, zl.Send):
+                    if a.cid not in self._readers:
+                        continue
+                    data = encoded.get(id(a.packet))
+                    if data is None:
+                        data = encoded[id(a.packet)] = a.packet.to_bytes()
+                    if a.snapshot:
+                        data += snapshot_stream(self.tree)
+                    self._send(a.cid, a.packet, data, a.snapshot)
+                elif isinstance(a, zl.Commit):
+                    self._commit(a.count)
+                elif isinstance(a, zl.LearnerRequest):
+                    if self.server is not None:
+                        self.server.learner_request(a.session, a.cxid, a.type, a.body, a.auth)
+                elif isinstance(a, zl.LearnerSync):
+                    self._propose_new()  # the requests the learner sent before it come first
+                    self.zab.learner_sync(a.cid)
+                elif isinstance(a, zl.Touch):
+                    if self.server is not None:
+                        self.server.touch(a.touches)
+                elif isinstance(a, zl.Revalidate):
+                    valid = self.server.revalidate(a.session, a.timeout_ms) if self.server is not None else False
+                    self.zab.revalidated(a.cid, a.session, valid)
+                elif isinstance(a, zl.Close):
+                    self.log(f"dropping learner connection {a.cid}: {a.reason}")
+                    self._readers.pop(a.cid, None)
+                    self._close_link(a.cid, a.reason)
+                elif isinstance(a, zl.SetAcceptedEpoch):
+                    self._effects.append(WriteEpoch(ACCEPTED_EPOCH, a.epoch))
+                elif isinstance(a, zl.SetCurrentEpoch):
+                    self._effects.append(WriteEpoch(CURRENT_EPOCH, a.epoch))
+                elif isinstance(a, zl.Established):
+                    self._establish(a.epoch)
+                elif isinstance(a, zl.QuorumConfirmed):
+                    if self.server is not None:
+                        self.server.quorum_confirmed(a.token)
+                elif isinstance(a, zl.Failed):
+                    self._end(a.reason)
+                else:
+                    raise AssertionError(f"the leader core emitted {a!r}, which the member does not know")
+        return True
+
+    def _commit(self, count: int) -> None:
+        server = self.server
+        if server is None:
+            raise AssertionError(f"Commit({count}) before the epoch was established")
+        if self.trace:
+            for p in server.proposals[:count]:
+                self._effects.append(Applied(p.hdr.zxid, encode_payload(p.hdr, p.txn), p.hdr))
+        server.apply_persisted(count)
+        self.handed -= count
+
+    def _establish(self, epoch: int) -> None:
+        self.log(f"epoch {epoch} established with a quorum: serving as leader")
+        self.tree.last_processed_zxid = make_zxid(epoch, 0)  # as ZooKeeper's startZkServer sets it
+        self.tree.set_config_node(self.config_data, 0, self.wall_ms)
+        self.server = ServerCore(self.config, self.now_ms, self.wall_ms, log=self.log, tree=self.tree, role=LEADER,
+                                 next_zxid=make_zxid(epoch, 1))
+        self._effects.append(Serving(epoch, self.server))
+

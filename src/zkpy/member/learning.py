@@ -1,0 +1,271 @@
+"""One term as follower or observer: the Zab learner core (``quorum.learner``) joined to the
+request pipeline once it is synchronised.
+
+The leader's bytes come in with ``link_data``; SNAP is followed by the leader's snapshot
+stream, which is read here until whole and installed as the tree before SNAP is stepped. The
+learner core's persisting actions become barriers or ordered effects: `WriteEpoch` before the
+ACKEPOCH that depends on it, `Truncate` (the shell truncates, recovers and calls
+``truncated``) and `WriteSnapshot` stop the batch; a proposal's ACK is sent only after
+``durable`` says the fsync covering it returned. Once UPTODATE arrives the pipeline serves
+(`Serving`); after client input the shell calls ``flush``, which forwards writes, syncs and
+session revalidations to the leader.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+
+from zkpy.config import ServerConfig
+from zkpy.errors import ProtocolError
+from zkpy.quorum import learner as zf
+from zkpy.quorum.sync import DEFAULT_COMMITTED_LOG, LoggedTxn
+from zkpy.server.core import LEARNER, ServerCore
+from zkpy.storage.epochs import ACCEPTED_EPOCH, CURRENT_EPOCH
+from zkpy.storage.recovery import Recovered
+from zkpy.storage.snapshot import parse_snapshot_stream
+from zkpy.storage.txnlog import decode_payload
+from zkpy.wire.quorum import PacketType, QuorumPacket, QuorumPacketReader
+
+from .effects import (
+    LEADER_LINK,
+    AppendLog,
+    Applied,
+    Logged,
+    PacketIn,
+    Serving,
+    SnapshotLoaded,
+    Truncate,
+    WriteEpoch,
+    WriteSnapshot,
+)
+from .history import History
+from .term import Log, TermCore
+
+_TOUCH = struct.Struct(">qi")
+
+
+class LearningCore(TermCore):
+    """A follower, or with ``observer`` an observer (it gets INFORM and never votes)."""
+
+    def __init__(self, config: ServerConfig, history: History, *, leader_sid: int, observer: bool,
+                 accepted_epoch: int, current_epoch: int, config_data: bytes, now_ms: int, wall_ms: int,
+                 trace: bool = False, log: Log = lambda _m: None) -> None:
+        super().__init__(now_ms, wall_ms, trace=trace, log=log)
+        q = config.quorum
+        assert q is not None and q.my_id is not None
+        self.config = config
+        self.config_data = config_data
+        self.role = "observer" if observer else "follower"
+        self.leader_sid = leader_sid
+        self.tree = history.tree
+        self.committed: deque[LoggedTxn] = deque(history.committed, maxlen=DEFAULT_COMMITTED_LOG)
+        self.zab = zf.Learner(int(q.my_id), observer=observer, accepted_epoch=accepted_epoch,
+                              current_epoch=current_epoch, last_logged_zxid=self.tree.last_processed_zxid,
+                              now_ms=now_ms, tick_ms=config.tick_ms, init_limit=q.init_limit_ticks,
+                              sync_limit=q.sync_limit_ticks)
+        self.served = False
+        self.truncating: int | None = None  # a Truncate is out: nothing goes on until truncated()
+        self._reader = QuorumPacketReader(config.max_buffer)
+        self._snap: QuorumPacket | None = None  # a SNAP whose snapshot stream is still arriving
+        self._snap_buf = bytearray()
+        self._snap_searched = 0
+        self._to_log: list[tuple[int, bytes]] = []
+        self._held: deque[zf.Action] = deque()  # the Zab core's actions not run yet (after a barrier)
+        self._started = False
+
+    # ---- inputs
+
+    def connected(self) -> None:
+        """The connection to the leader is up: FOLLOWERINFO (OBSERVERINFO) goes out."""
+        self._started = True
+        self.zab.start()
+
+    def link_data(self, data: bytes) -> None:
+        """Bytes from the leader. A malformed stream ends the term."""
+        if self.ended is not None:
+            return
+        try:
+            self._read(data)
+        except (ProtocolError, zf.LearnerError) as exc:
+            self._end(f"error while following: {exc}")
+
+    def link_lost(self) -> None:
+        self._end("the leader closed the connection")
+
+    def tick(self) -> None:
+        if self._started:
+            self.zab.tick(self.now_ms)
+
+    def flush(self) -> None:
+        """After client input: what the pipeline forwards goes to the leader."""
+        server = self.server
+        if server is None:
+            return
+        for f in server.forward:
+            self.zab.request(f.session, f.cxid, f.op, f.body, f.auth)
+        server.forward.clear()
+        for session, timeout in server.revalidations:
+            self.zab.revalidate(session, timeout)
+        server.revalidations.clear()
+
+    def truncated(self, recovered: Recovered) -> None:
+        """The log was cut after the `Truncate`'s zxid and the data dir recovered into
+        ``recovered`` (ZOOKEEPER-1154: the uncommitted txns leave the tree too, not only the log)."""
+        zxid, self.truncating = self.truncating, None
+        assert zxid is not None, "truncated() without a Truncate"
+        self.tree = recovered.tree
+        self.committed = deque(History.of(recovered).committed, maxlen=DEFAULT_COMMITTED_LOG)
+        if self.tree.last_processed_zxid != zxid:
+            # what held the state at zxid is gone (e.g. a snapshot named after a newer epoch's
+            # (e, 0) that SNAP wrote, with no log under it): rejoin from the state recovered, so
+            # that the leader sends what is missing, instead of building on a hole
+            self._end(f"TRUNC to 0x{zxid:x} left the state at 0x{self.tree.last_processed_zxid:x}: rejoining")
+
+    def stop(self, reason: str) -> None:
+        self.zab.stop(reason)
+
+    # ---- after the term
+
+    def carry_over(self) -> History | None:
+        """A learner that served hands its tree on, with every txn it logged applied (the shell's
+        log holds them once closed); one whose synchronisation did not finish makes the next term
+        recover from disk."""
+        if not self.served:
+            return None
+        for zxid, data in self.zab.unapplied_logged():
+            hdr, txn = decode_payload(data)
+            self.tree.apply(hdr, txn)
+            self.committed.append(LoggedTxn(zxid, data))
+        self.tree.events.clear()
+        return History(self.tree, list(self.committed))
+
+    # ---- the leader's stream
+
+    def _read(self, data: bytes) -> None:
+        if self._snap is not None:
+            self._snap_buf += data
+        else:
+            self._reader.feed(data)
+        while self.ended is None:
+            if self._snap is not None:
+                if not self._snapshot_arrived():
+                    return
+                continue
+            packet = self._reader.next()
+            if packet is None:
+                return
+            if packet.type == PacketType.SNAP:
+                # the snapshot stream follows the packet; what came before runs on the old tree
+                if not self._drain():
+                    raise zf.LearnerError("SNAP after a truncation or a snapshot in one synchronisation")
+                self._snap = packet
+                self._snap_buf = bytearray(self._reader.take_rest())
+                self._snap_searched = 0
+                continue
+            self._step(packet)
+
+    def _snapshot_arrived(self) -> bool:
+        snap = self._snap
+        assert snap is not None
+        got = parse_snapshot_stream(self._snap_buf, self._snap_searched)  # no copy of a growing buffer
+        if got is None:
+            self._snap_searched = len(self._snap_buf)
+            return False
+        tree, used = got
+        rest = bytes(self._snap_buf[used:])
+        self._snap, self._snap_buf = None, bytearray()
+        tree.last_processed_zxid = snap.zxid
+        self.tree = tree
+        self.committed.clear()  # a new history: the old one's txns are no DIFF base any more
+        self.log(f"snapshot 0x{snap.zxid:x} from the leader: {tree.node_count()} znodes, {used} bytes")
+        if self.trace:
+            self._effects.append(SnapshotLoaded(snap.zxid, tree))
+        self._reader.feed(rest)
+        self._step(snap)
+        return True
+
+    def _step(self, packet: QuorumPacket) -> None:
+        if self.trace:
+            self._effects.append(PacketIn(LEADER_LINK, packet))
+        self.zab.step(packet, self.now_ms)
+
+    # ---- the Zab core's actions
+
+    def _logged(self, zxid: int) -> None:
+        self.zab.logged(zxid)
+
+    def _drain(self) -> bool:
+        if self.truncating is not None:
+            return False
+        held = self._held
+        while True:
+            if not held:
+                held.extend(self.zab.ready())
+                if not held:
+                    return True
+            while held:
+                a = held.popleft()
+                if not isinstance(a, zf.Log):
+                    self._log_pending()
+                if isinstance(a, zf.Send):
+                    self._send(LEADER_LINK, a.packet)
+                elif isinstance(a, zf.Log):
+                    if self.trace:
+                        self._effects.append(Logged(a.zxid, a.data))
+                    self.logging.append(a.zxid)
+                    self._to_log.append((a.zxid, a.data))
+                elif isinstance(a, zf.Apply):
+                    self._apply(a.zxid, a.data)
+                elif isinstance(a, zf.PingReply):
+                    touches = self.server.take_touches() if self.server is not None else []
+                    data = b"".join(_TOUCH.pack(s, t) for s, t in touches)
+                    self._send(LEADER_LINK, QuorumPacket(PacketType.PING, a.zxid, data, None))
+                elif isinstance(a, zf.Revalidated):
+                    if self.server is not None:
+                        self.server.revalidated(a.session, a.valid)
+                elif isinstance(a, zf.SyncDone):
+                    if self.server is not None:
+                        self.server.sync_done()
+                elif isinstance(a, zf.SetAcceptedEpoch):
+                    self._effects.append(WriteEpoch(ACCEPTED_EPOCH, a.epoch))
+                elif isinstance(a, zf.SetCurrentEpoch):
+                    self._effects.append(WriteEpoch(CURRENT_EPOCH, a.epoch))
+                elif isinstance(a, zf.Truncate):
+                    self.log(f"truncating my log to 0x{a.zxid:x} for leader {self.leader_sid}")
+                    self.truncating = a.zxid
+                    self._barrier(Truncate(a.zxid))
+                    return False
+                elif isinstance(a, zf.TakeSnapshot):
+                    self._barrier(WriteSnapshot(self.tree))
+                    return False
+                elif isinstance(a, zf.Serve):
+                    self._serve(a.epoch)
+                elif isinstance(a, zf.Failed):
+                    self._end(a.reason)
+                else:
+                    raise AssertionError(f"the learner core emitted {a!r}, which the member does not know")
+            self._log_pending()
+
+    def _log_pending(self) -> None:
+        if self._to_log:
+            self._effects.append(AppendLog(tuple(z for z, _ in self._to_log), tuple(d for _, d in self._to_log)))
+            self._to_log = []
+
+    def _apply(self, zxid: int, data: bytes) -> None:
+        hdr, txn = decode_payload(data)
+        self.committed.append(LoggedTxn(zxid, data))
+        if self.trace:
+            self._effects.append(Applied(zxid, data, hdr))
+        if self.server is not None:
+            self.server.apply_committed(hdr, txn)
+        else:
+            self.tree.apply(hdr, txn)
+            self.tree.events.clear()
+
+    def _serve(self, epoch: int) -> None:
+        self.log(f"synchronised with leader {self.leader_sid} in epoch {epoch}: serving as {self.role}")
+        self.tree.set_config_node(self.config_data, 0, self.wall_ms)
+        self.server = ServerCore(self.config, self.now_ms, self.wall_ms, log=self.log, tree=self.tree, role=LEARNER)
+        self.served = True
+        self._effects.append(Serving(epoch, self.server))
