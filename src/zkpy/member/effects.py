@@ -122,11 +122,13 @@ class Logged:
 
 @dataclass(frozen=True, slots=True)
 class Applied:
-    """This committed txn was applied to the term's tree (``payload`` as logged)."""
+    """This committed txn was applied to the term's tree (``payload`` as logged); ``digest`` is
+    the tree's digest right after it."""
 
     zxid: int
     payload: bytes
     hdr: TxnHeader
+    digest: int
 
 
 @dataclass(frozen=True, slots=True)

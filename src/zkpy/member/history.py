@@ -8,7 +8,7 @@ each core says whether it does (``carry_over``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from zkpy.quorum.sync import LoggedTxn
 from zkpy.storage.recovery import Recovered
@@ -20,6 +20,7 @@ from zkpy.tree.datatree import DataTree
 class History:
     tree: DataTree
     committed: list[LoggedTxn]
+    carried: list[LoggedTxn] = field(default_factory=list)  # applied at the hand-over (the simulator checks them)
 
     @classmethod
     def of(cls, recovered: Recovered) -> History:

@@ -11,6 +11,8 @@ shell calls ``flush``, which proposes what the input produced.
 
 from __future__ import annotations
 
+from typing import Any
+
 from zkpy.config import ServerConfig
 from zkpy.errors import ProtocolError
 from zkpy.ids import make_zxid
@@ -22,6 +24,7 @@ from zkpy.storage.epochs import ACCEPTED_EPOCH, CURRENT_EPOCH
 from zkpy.storage.snapshot import snapshot_stream
 from zkpy.storage.txnlog import encode_payload
 from zkpy.wire.quorum import QuorumPacketReader
+from zkpy.wire.txn import TxnHeader
 
 from .effects import AppendLog, Applied, PacketIn, Proposed, Serving, WriteEpoch
 from .history import History
@@ -101,12 +104,13 @@ class LeadingCore(TermCore):
         """Every proposal handed to the log is on disk once the shell's log is closed: the next
         term starts from this tree with those applied."""
         committed = list(self.zab.committed)
+        carried = []
         if self.server is not None:
             for p in self.server.proposals[:self.handed]:
                 self.tree.apply(p.hdr, p.txn)
-                committed.append(LoggedTxn(p.hdr.zxid, encode_payload(p.hdr, p.txn)))
+                carried.append(LoggedTxn(p.hdr.zxid, encode_payload(p.hdr, p.txn)))
         self.tree.events.clear()
-        return History(self.tree, committed)
+        return History(self.tree, committed + carried, carried)
 
     def quorum_metrics(self) -> list[tuple[str, object]]:
         """mntr's quorum lines (ZooKeeper 3.8 prints them on the leader)."""
@@ -189,11 +193,11 @@ class LeadingCore(TermCore):
         server = self.server
         if server is None:
             raise AssertionError(f"Commit({count}) before the epoch was established")
-        if self.trace:
-            for p in server.proposals[:count]:
-                self._effects.append(Applied(p.hdr.zxid, encode_payload(p.hdr, p.txn), p.hdr))
         server.apply_persisted(count)
         self.handed -= count
+
+    def _trace_applied(self, hdr: TxnHeader, txn: Any) -> None:
+        self._effects.append(Applied(hdr.zxid, encode_payload(hdr, txn), hdr, self.tree.digest))
 
     def _establish(self, epoch: int) -> None:
         self.log(f"epoch {epoch} established with a quorum: serving as leader")
@@ -201,5 +205,7 @@ class LeadingCore(TermCore):
         self.tree.set_config_node(self.config_data, 0, self.wall_ms)
         self.server = ServerCore(self.config, self.now_ms, self.wall_ms, log=self.log, tree=self.tree, role=LEADER,
                                  next_zxid=make_zxid(epoch, 1))
+        if self.trace:
+            self.server.on_apply = self._trace_applied
         self._effects.append(Serving(epoch, self.server))
 

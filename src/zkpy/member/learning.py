@@ -133,12 +133,14 @@ class LearningCore(TermCore):
         recover from disk."""
         if not self.served:
             return None
+        carried = []
         for zxid, data in self.zab.unapplied_logged():
             hdr, txn = decode_payload(data)
             self.tree.apply(hdr, txn)
-            self.committed.append(LoggedTxn(zxid, data))
+            carried.append(LoggedTxn(zxid, data))
+        self.committed.extend(carried)
         self.tree.events.clear()
-        return History(self.tree, list(self.committed))
+        return History(self.tree, list(self.committed), carried)
 
     # ---- the leader's stream
 
@@ -255,13 +257,13 @@ class LearningCore(TermCore):
     def _apply(self, zxid: int, data: bytes) -> None:
         hdr, txn = decode_payload(data)
         self.committed.append(LoggedTxn(zxid, data))
-        if self.trace:
-            self._effects.append(Applied(zxid, data, hdr))
         if self.server is not None:
             self.server.apply_committed(hdr, txn)
         else:
             self.tree.apply(hdr, txn)
             self.tree.events.clear()
+        if self.trace:
+            self._effects.append(Applied(zxid, data, hdr, self.tree.digest))
 
     def _serve(self, epoch: int) -> None:
         self.log(f"synchronised with leader {self.leader_sid} in epoch {epoch}: serving as {self.role}")

@@ -215,6 +215,7 @@ class ServerCore:
         self.connections: dict[int, Connection] = {}
         self.session_conn: dict[int, Connection] = {}
         self.queues: dict[int, deque[Proposal | QueuedRead | Forwarded]] = {}
+        self.on_apply: Callable[[TxnHeader, Any], None] | None = None  # told of each txn applied (tracing)
         self.proposals: list[Proposal] = []
         self.next_zxid = next_zxid if next_zxid is not None else self.tree.last_processed_zxid + 1
         # learner: requests for the leader, sessions to revalidate, syncs waiting for SYNC, touches
@@ -636,6 +637,8 @@ class ServerCore:
 
     def _apply(self, p: Proposal) -> None:
         rc = self.tree.apply(p.hdr, p.txn)
+        if self.on_apply is not None:
+            self.on_apply(p.hdr, p.txn)
         self.prep.applied(p.hdr.zxid)
         self._deliver_events()
         session = p.hdr.clientId

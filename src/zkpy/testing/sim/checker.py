@@ -78,13 +78,16 @@ class Checker:
             self.fail(f"server {node.sid} {what} zxid {zx(zxid)} with another txn than the one proposed")
 
     def on_tree(self, node: SimNode, tree: DataTree) -> None:
+        self.on_digest(node, tree.last_processed_zxid, tree.digest)
+
+    def on_digest(self, node: SimNode, z: int, digest: int) -> None:
+        """A tree of ``node`` was at zxid ``z`` with ``digest``: every tree at ``z`` has it."""
         self.checks += 1
-        z = tree.last_processed_zxid
         seen = self.digests.get(z)
         if seen is None:
-            self.digests[z] = (tree.digest, node.sid)
-        elif seen[0] != tree.digest:
-            self.fail(f"server {node.sid}'s tree at zxid {zx(z)} has digest 0x{tree.digest:x}, server {seen[1]}'s "
+            self.digests[z] = (digest, node.sid)
+        elif seen[0] != digest:
+            self.fail(f"server {node.sid}'s tree at zxid {zx(z)} has digest 0x{digest:x}, server {seen[1]}'s "
                       f"had 0x{seen[0]:x} at the same zxid (diverged); history tail "
                       f"{[zx(h) for h in node.history[-6:]]}")
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from zkpy.storage.disk import MemoryDisk
-from zkpy.storage.txnlog import LOG_PREFIX, TxnLogWriter, encode_entry
+from zkpy.storage.txnlog import LOG_PREFIX, TxnLogWriter, frame_payload
 
 CRASH_MODES = ("power", "torn", "kill")
 
@@ -88,13 +88,13 @@ class SimLog:
         half = max(1, self.snap_count // 2)
         return half + self.rng.randrange(half)
 
-    def log_txns(self, entries: Sequence[tuple[Any, Any]]) -> None:
-        if self.closed or not entries:
+    def log_payloads(self, zxids: Sequence[int], payloads: Sequence[bytes]) -> None:
+        """Txns already serialized (a member core's `AppendLog`), written as they are."""
+        if self.closed or not payloads:
             return
-        records = b"".join([encode_entry(hdr, txn, None) for hdr, txn in entries])
-        self.writer.append(entries[0][0].zxid, records)
-        self.handed += len(entries)
-        self.txns_since_roll += len(entries)
+        self.writer.append(zxids[0], b"".join([frame_payload(p) for p in payloads]))
+        self.handed += len(payloads)
+        self.txns_since_roll += len(payloads)
         if self.txns_since_roll > self.roll_at:
             self.writer.roll()  # syncs the old file
             self.txns_since_roll = 0

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from zkpy.config import QuorumConfig, QuorumServer, ServerConfig
+from zkpy.member.history import History
 from zkpy.quorum.election import Decision, Election
 from zkpy.quorum.sync import DEFAULT_COMMITTED_LOG, LoggedTxn
 from zkpy.quorum.verifier import config_string
@@ -28,7 +29,7 @@ from zkpy.storage.files import DataDirs
 from zkpy.storage.recovery import Recovered, recover
 from zkpy.storage.snapshot import snapshot_name, write_snapshot
 from zkpy.storage.truncate import drop_unadopted_epoch
-from zkpy.storage.txnlog import decode_payload, encode_payload, scan_log
+from zkpy.storage.txnlog import encode_payload, scan_log
 from zkpy.tree.datatree import DataTree
 from zkpy.wire.quorum import decode_notification, encode_notification, frame, read_frame
 
@@ -229,20 +230,16 @@ class SimNode:
 
     # ------------------------------------------------------------ election
 
-    def carry(self, tree: DataTree, committed: list[LoggedTxn], more: list[tuple[int, bytes]]) -> None:
-        """runtime.peer's History: the ended term's tree goes on, with the txns it logged and never
-        applied applied now (``more``), instead of a recovery from disk."""
-        for zxid, data in more:
-            self.c.checker.check_txn(self, zxid, data, "recovered")
-            hdr, txn = decode_payload(data)
-            tree.apply(hdr, txn)
-            self.history.append(zxid)
-            committed.append(LoggedTxn(zxid, data))
-        tree.events.clear()
-        self.tree = tree
-        self.committed = committed[-DEFAULT_COMMITTED_LOG:]
+    def carry(self, history: History) -> None:
+        """runtime.peer's hand-over: the ended term's tree goes on (its core applied the txns it
+        logged and never applied: ``history.carried``) instead of a recovery from disk."""
+        for txn in history.carried:
+            self.c.checker.check_txn(self, txn.zxid, txn.data, "recovered")
+            self.history.append(txn.zxid)
+        self.tree = history.tree
+        self.committed = history.committed[-DEFAULT_COMMITTED_LOG:]
         self.c.stats["carried_over"] += 1
-        self.c.checker.on_tree(self, tree)
+        self.c.checker.on_tree(self, history.tree)
 
     def _begin_looking(self, carried: bool = False) -> None:
         if not carried:

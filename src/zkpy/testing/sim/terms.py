@@ -1,39 +1,36 @@
-"""The terms of a simulated server: ``runtime.leader_term.LeaderTerm`` and ``runtime.learner_term.LearnerTerm`` over the
-simulated network and disk.
+"""The terms of a simulated server: the member cores that ``runtime`` runs (``member.leading``,
+``member.learning``), driven over the simulated network and disk.
 
-They execute the cores' actions as the shell does: persisting actions (epoch files,
-truncation, snapshots) complete before the next action runs; ``Log`` actions and the leader's
-own proposals go to the fsync worker (``SimLog``), whose completion comes back as ``logged``;
-an established leader's tree is at ``(epoch, 0)`` and both roles write ``/zookeeper/config``.
+Nothing of the cores' logic is here: a term feeds its core the bytes, ticks and fsync reports
+the simulated world delivers, and runs the effects it returns, in order, as ``runtime.term``
+runs them on the OS (``member.effects`` states the contract both keep). The cores are made
+with ``trace=True``; their trace effects feed the checker (``checker``), the workload's
+acknowledgements and the per-server history the checker compares.
+
 Where the real shell swallows an unexpected exception (dropping a learner, or ending the
-term), the simulator lets it through: a core that raises on a peer's well-formed input is a
-bug to report. Malformed bytes (``ProtocolError``) are handled as the shell handles them, and
-an action the shell would not know fails loudly. Where the simulator deliberately differs
-from the shell, the switch is in ``cluster.WORKAROUNDS``.
-
-A SNAP carries the leader's ``history`` next to the bytes (``QConn.snap_meta``), for the checker.
+term), the simulator lets it through: a core that raises on a peer's well-formed input is a bug
+to report. A SNAP carries the leader's ``history`` next to the bytes (``QConn.snap_meta``), for
+the checker.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from zkpy.errors import ProtocolError
-from zkpy.ids import make_zxid, zxid_epoch
+from zkpy.ids import zxid_epoch
+from zkpy.member import effects as fx
+from zkpy.member.history import History
+from zkpy.member.leading import LeadingCore
+from zkpy.member.learning import LearningCore
 from zkpy.quorum import leader as zl
 from zkpy.quorum import learner as zf
-from zkpy.quorum.sync import DEFAULT_COMMITTED_LOG, CommittedLog, LoggedTxn
-from zkpy.server.core import LEADER, LEARNER, ServerCore
-from zkpy.storage.epochs import ACCEPTED_EPOCH, CURRENT_EPOCH
-from zkpy.storage.snapshot import parse_snapshot_stream, snapshot_stream
+from zkpy.quorum.sync import DEFAULT_COMMITTED_LOG, LoggedTxn
+from zkpy.server.core import ServerCore
 from zkpy.storage.truncate import truncate_to
-from zkpy.storage.txnlog import decode_payload, encode_payload
 from zkpy.tree.datatree import DataTree
 from zkpy.wire.consts import OpCode
-from zkpy.wire.quorum import PacketType, QuorumPacket, QuorumPacketReader
-from zkpy.wire.txn import TxnHeader
+from zkpy.wire.quorum import PacketType, QuorumPacket
 
 from .disk import SimLog
 from .network import QConn
@@ -41,14 +38,15 @@ from .network import QConn
 if TYPE_CHECKING:
     from .node import SimNode
 
-LEARNER_CONNECT_TRIES = 5  # as runtime.peer
+LEARNER_CONNECT_TRIES = 5  # as runtime.learner_term
 LEARNER_CONNECT_DELAY_MS = 100
 
 
 class _Term:
-    """What both roles share: the tree of the term, its history, the end."""
+    """What both roles share: the core's effects, the fsync reports, the end."""
 
     accepts_learners = False
+    member: LeadingCore | LearningCore
 
     def __init__(self, node: SimNode) -> None:
         self.node = node
@@ -57,14 +55,43 @@ class _Term:
         self.term_id = node.term_seq
         self.ended: str | None = None
         self.flush_due = False
-        self.core: ServerCore | None = None
-        self.logging: deque[int] = deque()
+        self.log: SimLog | None = None
+        self._outgoing: dict[int, list[QuorumPacket]] = {}  # packets in the next Send of each link
+        self._rest: list[fx.Effect] = []  # the effects of the batch not run yet
+
+    def _chunks(self, effect: fx.Send) -> list[tuple[bytes, bool]]:
+        """A `Send`'s bytes cut at its packets' boundaries (a SNAP's chunk takes the snapshot
+        stream after it), each with whether it holds that snapshot. The network delivers them
+        as separate segments, in order, as TCP may: a step between two packets of one write is
+        reachable (a crash after SNAP, before NEWLEADER)."""
+        packets = self._outgoing.pop(effect.link, [])
+        sizes = [len(p.to_bytes()) for p in packets]
+        if sum(sizes) > len(effect.data) or (sum(sizes) < len(effect.data) and not effect.snapshot):
+            raise AssertionError("simulator: a Send's bytes do not match its packets")
+        chunks, pos = [], 0
+        for p, size in zip(packets, sizes):
+            end = pos + size
+            snap = effect.snapshot and p.type == PacketType.SNAP
+            if snap:
+                end += len(effect.data) - sum(sizes)
+            chunks.append((effect.data[pos:end], snap))
+            pos = end
+        return chunks
+
+    # ---- what the cluster, the workload and the tests look at
+
+    @property
+    def core(self) -> ServerCore | None:
+        """The request pipeline, once the term serves."""
+        return self.member.server
+
+    @property
+    def logging(self) -> list[int]:
+        return list(self.member.logging)
 
     @property
     def tree(self) -> DataTree:
-        t = self.node.tree
-        assert t is not None
-        return t
+        return self.member.tree
 
     def current(self) -> bool:
         return self.node.term is self and self.ended is None and self.node.alive
@@ -73,27 +100,93 @@ class _Term:
         if self.ended is None:
             self.ended = reason
 
+    # ---- driving the core
+
+    def _time(self) -> None:
+        self.member.set_time(self.node.now, self.node.wall_ms)
+
+    def pump(self) -> None:
+        while self.current() and (effects := self.member.ready()):
+            for i, effect in enumerate(effects):
+                self._rest = effects[i + 1:]
+                self.execute(effect)
+            self._rest = []
+
+    def execute(self, effect: fx.Effect) -> None:
+        node, checker = self.node, self.c.checker
+        if isinstance(effect, fx.AppendLog):
+            assert self.log is not None
+            self.log.log_payloads(effect.zxids, effect.payloads)
+        elif isinstance(effect, fx.WriteEpoch):
+            node.write_epoch(effect.name, effect.value)
+        elif isinstance(effect, fx.WriteSnapshot):
+            node.take_snapshot(effect.tree, node.history)
+        elif isinstance(effect, fx.Serving):
+            self._serving(effect.epoch)
+        elif isinstance(effect, fx.EndTerm):
+            self.end(effect.reason)
+        elif isinstance(effect, fx.Applied):
+            self._applied(effect)
+        elif isinstance(effect, fx.Logged):
+            checker.check_txn(node, effect.zxid, effect.payload, "logged")
+        elif isinstance(effect, fx.Proposed):
+            checker.on_propose(node, effect.zxid, effect.payload)
+        elif isinstance(effect, fx.PacketIn):
+            self.c.packet_received(node, self._peer(effect.link), effect.packet)
+        elif isinstance(effect, fx.PacketOut):
+            self._outgoing.setdefault(effect.link, []).append(effect.packet)
+            self.c.packet_sent(node, self._peer(effect.link), effect.packet)
+        else:
+            self._io(effect)
+
+    def _io(self, effect: fx.Effect) -> None:
+        raise AssertionError(f"simulator: {type(self).__name__} cannot run {effect!r}")
+
+    def _peer(self, link: int) -> int:
+        raise NotImplementedError
+
+    def _applied(self, a: fx.Applied) -> None:
+        """Bookkeeping after the core applied a committed txn."""
+        node = self.node
+        node.history.append(a.zxid)
+        self.c.workload.on_applied(node, self.term_id, a.hdr)
+        self.c.checker.on_digest(node, a.zxid, a.digest)
+        if a.hdr.type == OpCode.CLOSE_SESSION:
+            self.c.checker.on_session_closed(node, self.tree, a.hdr.clientId)
+
+    def _serving(self, epoch: int) -> None:
+        raise NotImplementedError
+
+    def _durable(self, count: int) -> None:
+        if not self.current():
+            return
+        self._time()
+        self.member.durable(count)
+        self.pump()
+
     def flush(self) -> None:
+        """After client input (once per event, as the real shell's call_soon): propose or forward."""
         self.flush_due = False
+        if not self.current():
+            return
+        self._time()
+        self.member.flush()
+        self.pump()
 
     def tick(self) -> None:
-        raise NotImplementedError
+        self._time()
+        self.member.tick()
+        self.pump()
 
-    def close(self) -> None:
-        raise NotImplementedError
+    def _roll(self) -> None:
+        """The log rolled (in an `AppendLog`): snapshot the tree as it is, which already holds the
+        txns the rest of the batch reports as applied (the core ran the whole batch first)."""
+        pending = [e.zxid for e in self._rest if isinstance(e, fx.Applied)]
+        self.node.take_snapshot(self.tree, self.node.history + pending)
 
     def client_request(self, session: int, cxid: int, op: int, body: bytes) -> None:
+        """A client's request reaches this server's pipeline (``workload``)."""
         raise NotImplementedError
-
-    def applied(self, hdr: TxnHeader) -> None:
-        """Bookkeeping after the tree applied a txn."""
-        node = self.node
-        node.history.append(hdr.zxid)
-        self.c.workload.on_applied(node, self.term_id, hdr)
-        tree = self.tree
-        self.c.checker.on_tree(node, tree)
-        if hdr.type == OpCode.CLOSE_SESSION:
-            self.c.checker.on_session_closed(node, tree, hdr.clientId)
 
 
 # ---------------------------------------------------------------- leader
@@ -105,20 +198,21 @@ class LeaderTerm(_Term):
 
     def __init__(self, node: SimNode, history: list[LoggedTxn], accepted: int, current: int) -> None:
         super().__init__(node)
-        cfg = self.c.config
-        committed = CommittedLog(history)
-        self.zab = zl.Leader(node.sid, self.c.verifier, accepted_epoch=accepted, current_epoch=current,
-                             last_zxid=self.tree.last_processed_zxid, committed=committed, now_ms=node.now,
-                             tick_ms=cfg.tick_ms, init_limit=cfg.init_limit, sync_limit=cfg.sync_limit,
-                             config_data=node.config_data, quorum_sync=cfg.quorum_sync)
+        assert node.tree is not None
+        self.member: LeadingCore = LeadingCore(node.config, self.c.verifier, History(node.tree, list(history)),
+                                               accepted_epoch=accepted, current_epoch=current,
+                                               config_data=node.config_data, now_ms=node.now,
+                                               wall_ms=node.wall_ms, trace=True)
         self.links: dict[int, QConn] = {}
-        self.readers: dict[int, QuorumPacketReader] = {}
         self.cids = itertools.count(1)
         self.log = node.new_log(self._durable, self._roll)
-        self.handed = 0
+
+    @property
+    def zab(self) -> zl.Leader:
+        return self.member.zab
 
     def start(self) -> None:
-        self.run_actions()
+        self.pump()
         self.tick()
 
     # ---- the quorum port
@@ -129,10 +223,10 @@ class LeaderTerm(_Term):
             return
         cid = next(self.cids)
         self.links[cid] = conn
-        self.readers[cid] = QuorumPacketReader(self.node.config.max_buffer)
         conn.ends[self.sid] = self
         conn.leader_cid = cid
-        self.zab.connected(cid, self.node.now)
+        self._time()
+        self.member.link_connected(cid)
 
     def _cid(self, conn: QConn) -> int | None:
         cid = conn.leader_cid
@@ -144,23 +238,9 @@ class LeaderTerm(_Term):
         cid = self._cid(conn)
         if cid is None:
             return
-        reader = self.readers[cid]
-        reader.feed(data)
-        try:
-            while (packet := reader.next()) is not None:
-                self.c.packet_received(self.node, conn.learner, packet)
-                if packet.type == PacketType.FOLLOWERINFO and self.zab.phase is not zl.Phase.DISCOVERY \
-                        and zxid_epoch(packet.zxid) > self.zab.epoch:
-                    self.c.stats["leader_yields"] += 1  # the core steps down (counted for the tests)
-                self.zab.step(cid, packet, self.node.now)
-                self.run_actions()
-                if self.links.get(cid) is not conn:
-                    return
-        except ProtocolError:  # a malformed stream: drop this learner only
-            self.zab.disconnected(cid)
-            self.links.pop(cid, None)
-            self.c.net.close(conn, self.sid, abort=True)
-            return
+        self._time()
+        self.member.link_data(cid, data)
+        self.pump()
         self.flush_due = True
 
     def on_close(self, conn: QConn) -> None:
@@ -168,138 +248,53 @@ class LeaderTerm(_Term):
         if cid is None:
             return
         self.links.pop(cid, None)
-        self.readers.pop(cid, None)
-        self.zab.disconnected(cid)
-
-    # ---- time and persistence
-
-    def tick(self) -> None:
-        now = self.node.now
-        self.zab.tick(now)
-        core = self.core
-        if core is not None:
-            core.set_time(now, self.node.wall_ms)
-            core.tick()
-        self.flush()
-
-    def _durable(self, count: int) -> None:
-        if not self.current():
-            return
-        last = -1
-        for _ in range(count):
-            last = self.logging.popleft()
-        if last >= 0:
-            self.zab.logged(last)
-            self.run_actions()
-
-    def _roll(self) -> None:
-        self.node.take_snapshot(self.tree, self.node.history)
-
-    def flush(self) -> None:
-        """New proposals to the log and the voters, then the core's actions."""
-        self.flush_due = False
-        core = self.core
-        if self.zab.phase is zl.Phase.STOPPED and core is not None and len(core.proposals) > self.handed:
-            self.c.stats["propose_after_stop"] += 1  # the core ignores them (the term is over)
-        self._propose_new()
-        if core is not None and core.quorum_checks:
-            for token in core.quorum_checks:
-                self.zab.check_quorum(token)
-            core.quorum_checks.clear()
-        self.run_actions()
-
-    def _propose_new(self) -> None:
-        core = self.core
-        if core is not None and len(core.proposals) > self.handed:
-            new = core.proposals[self.handed:]
-            self.handed = len(core.proposals)
-            self.log.log_txns([(p.hdr, p.txn) for p in new])
-            for p in new:
-                self.logging.append(p.hdr.zxid)
-                payload = encode_payload(p.hdr, p.txn)
-                self.c.checker.on_propose(self.node, p.hdr.zxid, payload)
-                self.zab.propose(p.hdr.zxid, payload)
+        self.member.link_lost(cid)
 
     def client_request(self, session: int, cxid: int, op: int, body: bytes) -> None:
-        core = self.core
+        core = self.member.server
         assert core is not None
-        core.set_time(self.node.now, self.node.wall_ms)
+        self._time()
         core.learner_request(session, cxid, op, body, ())
         self.flush_due = True
 
-    # ---- actions
+    def _peer(self, link: int) -> int:
+        conn = self.links.get(link)
+        return conn.learner if conn is not None else -1
 
-    def run_actions(self) -> None:
-        node = self.node
-        while actions := self.zab.ready():
-            for a in actions:
-                if isinstance(a, zl.Send):
-                    conn = self.links.get(a.cid)
-                    if conn is not None:
-                        data = a.packet.to_bytes()
-                        meta = None
-                        if a.snapshot:
-                            data += snapshot_stream(self.tree)
-                            meta = tuple(node.history)
-                            self.c.stats["snap_sent"] += 1
-                        self.c.packet_sent(node, conn.learner, a.packet)
-                        self.c.net.send(conn, self.sid, data, meta)
-                elif isinstance(a, zl.Commit):
-                    self._commit(a.count)
-                elif isinstance(a, zl.LearnerRequest):
-                    if self.core is not None:
-                        self.core.set_time(node.now, node.wall_ms)
-                        self.core.learner_request(a.session, a.cxid, a.type, a.body, a.auth)
-                        self.flush_due = True
-                elif isinstance(a, zl.LearnerSync):
-                    self._propose_new()  # as runtime.leader_term: the learner's earlier requests first
-                    self.zab.learner_sync(a.cid)
-                elif isinstance(a, zl.Touch):
-                    if self.core is not None:
-                        self.core.touch(a.touches)
-                elif isinstance(a, zl.Revalidate):
-                    valid = self.core.revalidate(a.session, a.timeout_ms) if self.core is not None else False
-                    self.zab.revalidated(a.cid, a.session, valid)
-                elif isinstance(a, zl.Close):
-                    conn = self.links.pop(a.cid, None)
-                    self.readers.pop(a.cid, None)
-                    if conn is not None:
-                        self.c.net.close(conn, self.sid)
-                elif isinstance(a, zl.SetAcceptedEpoch):
-                    node.write_epoch(ACCEPTED_EPOCH, a.epoch)
-                elif isinstance(a, zl.SetCurrentEpoch):
-                    node.write_epoch(CURRENT_EPOCH, a.epoch)
-                elif isinstance(a, zl.Established):
-                    self._establish(a.epoch)
-                elif isinstance(a, zl.QuorumConfirmed):
-                    if self.core is not None:
-                        self.core.quorum_confirmed(a.token)
-                elif isinstance(a, zl.Failed):
-                    self.end(a.reason)
-                else:
-                    raise AssertionError(f"simulator: the leader core emitted {a!r}, which it does not know")
+    def execute(self, effect: fx.Effect) -> None:
+        if isinstance(effect, fx.PacketIn) and effect.packet.type == PacketType.FOLLOWERINFO \
+                and self.zab.phase is not zl.Phase.DISCOVERY and zxid_epoch(effect.packet.zxid) > self.zab.epoch:
+            self.c.stats["leader_yields"] += 1  # the core steps down (counted for the tests)
+        if isinstance(effect, fx.Proposed) and self.zab.phase is zl.Phase.STOPPED:
+            self.c.stats["propose_after_stop"] += 1  # the core ignores it (the term is over)
+        super().execute(effect)
 
-    def _commit(self, count: int) -> None:
-        core = self.core
-        if core is None:
-            raise AssertionError(f"leader {self.sid}: Commit({count}) before Established")
-        node = self.node
-        core.set_time(node.now, node.wall_ms)
-        for _ in range(count):
-            p = core.proposals[0]
-            core.apply_persisted(1)
-            self.handed -= 1
-            self.applied(p.hdr)
-            self.c.checker.on_leader_commit(node, node.history)
-            self.c.stats["commits"] += 1
+    def _io(self, effect: fx.Effect) -> None:
+        if isinstance(effect, fx.Send):
+            conn = self.links.get(effect.link)
+            for chunk, snapshot in self._chunks(effect):
+                if conn is not None:
+                    meta = None
+                    if snapshot:
+                        meta = tuple(self.node.history)
+                        self.c.stats["snap_sent"] += 1
+                    self.c.net.send(conn, self.sid, chunk, meta)
+        elif isinstance(effect, fx.CloseLink):
+            self._outgoing.pop(effect.link, None)
+            conn = self.links.pop(effect.link, None)
+            if conn is not None:
+                self.c.net.close(conn, self.sid, abort=True)
+        else:
+            super()._io(effect)
 
-    def _establish(self, epoch: int) -> None:
+    def _applied(self, a: fx.Applied) -> None:
+        super()._applied(a)
+        self.c.checker.on_leader_commit(self.node, self.node.history)
+        self.c.stats["commits"] += 1
+
+    def _serving(self, epoch: int) -> None:
         node = self.node
-        self.tree.last_processed_zxid = make_zxid(epoch, 0)  # as runtime.peer (ZooKeeper's startZkServer)
-        self.tree.set_config_node(node.config_data, 0, node.wall_ms)
         self.c.checker.on_tree(node, self.tree)
-        self.core = ServerCore(node.config, node.now, node.wall_ms, tree=self.tree, role=LEADER,
-                               next_zxid=make_zxid(epoch, 1))
         node.mode = "leading"
         assert node.election is not None
         node.election.update_peer_epoch(epoch)
@@ -308,20 +303,18 @@ class LeaderTerm(_Term):
         self.c.checker.on_established(node, epoch, node.history)
 
     def close(self) -> None:
-        self.zab.stop("term closed")
-        self.zab.ready()  # the shell does not run what stopping produced: it aborts the links itself
+        self.member.stop("term closed")
+        self.member.ready()  # the shell does not run what stopping produced: it aborts the links itself
         for conn in list(self.links.values()):
             self.c.net.close(conn, self.sid, abort=True)
         self.links.clear()
-        self.log.close()
+        if self.log is not None:
+            self.log.close()
 
     def carry_over(self) -> bool:
-        """runtime.leader_term.LeaderTerm.carry_over: after close every proposal handed to the log is on
-        disk; the next term starts from this tree with those applied."""
-        more = []
-        if self.core is not None:
-            more = [(p.hdr.zxid, encode_payload(p.hdr, p.txn)) for p in self.core.proposals[:self.handed]]
-        self.node.carry(self.tree, list(self.zab.committed), more)
+        """After close every proposal handed to the log is on disk: the next term starts from
+        this tree with those applied (``LeadingCore.carry_over``)."""
+        self.node.carry(self.member.carry_over())
         return True
 
 
@@ -329,25 +322,28 @@ class LeaderTerm(_Term):
 
 
 class LearnerTerm(_Term):
-    role = "follower"
-
-    def __init__(self, node: SimNode, leader_sid: int, accepted: int, current: int) -> None:
+    def __init__(self, node: SimNode, leader_sid: int, accepted: int, current: int, observer: bool = False) -> None:
         super().__init__(node)
         cfg = self.c.config
+        assert node.tree is not None
+        self.role = "observer" if observer else "follower"
         self.leader_sid = leader_sid
-        self.zab = zf.Learner(node.sid, observer=False, accepted_epoch=accepted, current_epoch=current,
-                              last_logged_zxid=self.tree.last_processed_zxid, now_ms=node.now, tick_ms=cfg.tick_ms,
-                              init_limit=cfg.init_limit, sync_limit=cfg.sync_limit)
+        self.member: LearningCore = LearningCore(node.config, History(node.tree, list(node.committed)),
+                                                 leader_sid=leader_sid, observer=observer,
+                                                 accepted_epoch=accepted, current_epoch=current,
+                                                 config_data=node.config_data, now_ms=node.now,
+                                                 wall_ms=node.wall_ms, trace=True)
         self.conn: QConn | None = None
-        self.reader = QuorumPacketReader(node.config.max_buffer)
-        self.log: SimLog | None = None
-        self._to_log: list[tuple[TxnHeader, Any]] = []
-        self._snap: QuorumPacket | None = None
-        self._snap_buf = b""
-        self._snap_searched = 0
         self._tries = 0
         self._deadline = node.now + cfg.tick_ms * cfg.init_limit
-        self.serving = False
+
+    @property
+    def zab(self) -> zf.Learner:
+        return self.member.zab
+
+    @property
+    def serving(self) -> bool:
+        return self.member.served
 
     def start(self) -> None:
         self.c.net.connect(self.sid, self.leader_sid, self)
@@ -372,177 +368,88 @@ class LearnerTerm(_Term):
             return
         self.conn = conn
         self.log = self.node.new_log(self._durable, self._roll)
-        self.zab.start()
-        self.run_actions()
+        self._time()
+        self.member.connected()
+        self.pump()
 
     def on_data(self, conn: QConn, data: bytes) -> None:
         if conn is not self.conn or not self.current():
             return
-        try:
-            self._read(conn, data)
-        except ProtocolError as exc:  # a malformed stream: this term is over
-            self.end(f"error while following: {exc}")
-
-    def _read(self, conn: QConn, data: bytes) -> None:
-        if self._snap is not None:
-            self._snap_buf += data
-        else:
-            self.reader.feed(data)
-        while True:
-            if self._snap is not None:
-                got = parse_snapshot_stream(self._snap_buf, self._snap_searched)
-                if got is None:
-                    self._snap_searched = len(self._snap_buf)
-                    return
-                tree, used = got
-                snap = self._snap
-                self._snap = None
-                rest = self._snap_buf[used:]
-                self._snap_buf = b""
-                tree.last_processed_zxid = snap.zxid
-                self.node.tree = tree
-                self.node.committed = []  # a new history: no DIFF base from the old one
-                meta = conn.snap_meta.popleft()
-                self.node.history = list(meta)
-                self.c.checker.on_tree(self.node, tree)
-                self.reader.feed(rest)
-                self._step(snap)
-                if not self.current():
-                    return
-                continue
-            packet = self.reader.next()
-            if packet is None:
-                return
-            if packet.type == PacketType.SNAP:
-                self._snap = packet
-                self._snap_buf = self.reader.take_rest()
-                self._snap_searched = 0
-                continue
-            self._step(packet)
-            if not self.current():
-                return
-
-    def _step(self, packet: QuorumPacket) -> None:
-        self.c.packet_received(self.node, self.leader_sid, packet)
-        self.zab.step(packet, self.node.now)
-        self.run_actions()
+        self._time()
+        self.member.link_data(data)
+        self.pump()
+        if self.member.server is not None:
+            self.flush_due = True
 
     def on_close(self, conn: QConn) -> None:
         if conn is self.conn and self.current():
-            self.end("the leader closed the connection")
+            self._time()
+            self.member.link_lost()
+            self.pump()
 
     def tick(self) -> None:
         if self.conn is None:
             return
-        self.zab.tick(self.node.now)
-        self.run_actions()
-
-    def _durable(self, count: int) -> None:
-        if not self.current():
-            return
-        last = -1
-        for _ in range(count):
-            last = self.logging.popleft()
-        if last >= 0:
-            self.zab.logged(last)
-            self.run_actions()
-
-    def _roll(self) -> None:
-        self.node.take_snapshot(self.tree, self.node.history)
+        super().tick()
 
     def client_request(self, session: int, cxid: int, op: int, body: bytes) -> None:
+        self._time()
         self.zab.request(session, cxid, op, body, ())
-        self.run_actions()
+        self.pump()
 
-    def _send(self, packet: QuorumPacket) -> None:
-        if self.conn is not None:
-            self.c.packet_sent(self.node, self.leader_sid, packet)
-            self.c.net.send(self.conn, self.sid, packet.to_bytes())
+    def _peer(self, link: int) -> int:
+        return self.leader_sid
 
-    def _log_pending(self) -> None:
-        if self._to_log:
-            assert self.log is not None
-            self.log.log_txns(self._to_log)
-            self._to_log = []
+    def execute(self, effect: fx.Effect) -> None:
+        if isinstance(effect, fx.SnapshotLoaded):
+            assert self.conn is not None
+            node = self.node
+            node.tree = effect.tree
+            node.committed = []  # a new history: no DIFF base from the old one
+            node.history = list(self.conn.snap_meta.popleft())
+            self.c.checker.on_tree(node, effect.tree)
+        else:
+            super().execute(effect)
 
-    def run_actions(self) -> None:
+    def _io(self, effect: fx.Effect) -> None:
+        if isinstance(effect, fx.Send):
+            for chunk, _ in self._chunks(effect):
+                if self.conn is not None:
+                    self.c.net.send(self.conn, self.sid, chunk)
+        elif isinstance(effect, fx.Truncate):
+            self._truncate(effect.zxid)
+        elif isinstance(effect, fx.CloseLink):
+            self.end(effect.reason)
+        else:
+            super()._io(effect)
+
+    def _applied(self, a: fx.Applied) -> None:
         node = self.node
-        checker = self.c.checker
-        while actions := self.zab.ready():
-            for a in actions:
-                if not isinstance(a, zf.Log):
-                    self._log_pending()
-                if isinstance(a, zf.Send):
-                    self._send(a.packet)
-                elif isinstance(a, zf.Log):
-                    checker.check_txn(node, a.zxid, a.data, "logged")
-                    hdr, txn = decode_payload(a.data)
-                    self.logging.append(a.zxid)
-                    self._to_log.append((hdr, txn))
-                elif isinstance(a, zf.Apply):
-                    checker.check_txn(node, a.zxid, a.data, "applied")
-                    hdr, txn = decode_payload(a.data)
-                    node.committed.append(LoggedTxn(a.zxid, a.data))
-                    if len(node.committed) > 2 * DEFAULT_COMMITTED_LOG:
-                        del node.committed[:-DEFAULT_COMMITTED_LOG]
-                    if self.core is not None:
-                        self.core.set_time(node.now, node.wall_ms)
-                        self.core.apply_committed(hdr, txn)
-                    else:
-                        self.tree.apply(hdr, txn)
-                        self.tree.events.clear()
-                    self.applied(hdr)
-                    checker.on_learner_apply(node, node.history, self.serving)
-                elif isinstance(a, zf.PingReply):
-                    touches = self.core.take_touches() if self.core is not None else []
-                    data = b"".join(s.to_bytes(8, "big", signed=True) + t.to_bytes(4, "big", signed=True)
-                                    for s, t in touches)
-                    self._send(QuorumPacket(PacketType.PING, a.zxid, data, None))
-                elif isinstance(a, zf.Revalidated):
-                    if self.core is not None:
-                        self.core.revalidated(a.session, a.valid)
-                elif isinstance(a, zf.SyncDone):
-                    if self.core is not None:
-                        self.core.sync_done()
-                elif isinstance(a, zf.SetAcceptedEpoch):
-                    node.write_epoch(ACCEPTED_EPOCH, a.epoch)
-                elif isinstance(a, zf.SetCurrentEpoch):
-                    node.write_epoch(CURRENT_EPOCH, a.epoch)
-                elif isinstance(a, zf.Truncate):
-                    self._truncate(a.zxid)
-                    if self.ended is not None:
-                        return  # as runtime.peer: the term is over, nothing after TRUNC runs
-                elif isinstance(a, zf.TakeSnapshot):
-                    node.take_snapshot(self.tree, node.history)
-                elif isinstance(a, zf.Serve):
-                    self._serve(a.epoch)
-                elif isinstance(a, zf.Failed):
-                    self.end(a.reason)
-                elif not isinstance(a, zf.Log):
-                    raise AssertionError(f"simulator: the learner core emitted {a!r}, which it does not know")
-            self._log_pending()
+        self.c.checker.check_txn(node, a.zxid, a.payload, "applied")
+        node.committed.append(LoggedTxn(a.zxid, a.payload))
+        if len(node.committed) > 2 * DEFAULT_COMMITTED_LOG:
+            del node.committed[:-DEFAULT_COMMITTED_LOG]
+        super()._applied(a)
+        self.c.checker.on_learner_apply(node, node.history, self.member.served)
 
     def _truncate(self, zxid: int) -> None:
-        """TRUNC: cut the log after ``zxid`` and reload the tree from disk."""
+        """TRUNC: cut the log after ``zxid``, recover the data dir, hand it back to the core."""
         node = self.node
         assert self.log is not None
         self.c.stats["trunc"] += 1
         unreported = self.log.close()
         truncate_to(node.disk, node.dirs, zxid)
-        node.recover()
+        recovered = node.recover()
+        self.member.truncated(recovered)
         self.log = node.new_log(self._durable, self._roll)
         if unreported:
             node.post(0, self._durable, unreported)
-        if node.tree is not None and node.tree.last_processed_zxid != zxid:
-            # as runtime.peer: what held the state at zxid is gone; rejoin from what was recovered
+        if self.member.ended is not None:
             self.c.stats["trunc_would_lose_state"] += 1
-            self.end(f"TRUNC to 0x{zxid:x} left the state at 0x{node.tree.last_processed_zxid:x}")
 
-    def _serve(self, epoch: int) -> None:
+    def _serving(self, epoch: int) -> None:
         node = self.node
-        self.tree.set_config_node(node.config_data, 0, node.wall_ms)
-        self.core = ServerCore(node.config, node.now, node.wall_ms, tree=self.tree, role=LEARNER)
-        self.serving = True
+        self.c.checker.on_tree(node, self.tree)
         node.mode = "following"
         assert node.election is not None
         node.election.update_peer_epoch(epoch)
@@ -556,8 +463,9 @@ class LearnerTerm(_Term):
             self.log.close()
 
     def carry_over(self) -> bool:
-        """runtime.learner_term.LearnerTerm.carry_over: only a learner that served hands its tree on."""
-        if self.core is None:
+        """Only a learner that served hands its tree on (``LearningCore.carry_over``)."""
+        history = self.member.carry_over()
+        if history is None:
             return False
-        self.node.carry(self.tree, list(self.node.committed), self.zab.unapplied_logged())
+        self.node.carry(history)
         return True
