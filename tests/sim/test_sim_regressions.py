@@ -419,3 +419,35 @@ def test_learner_with_a_newer_accepted_epoch_can_rejoin() -> None:
     s.converge(timeout_ms=20_000)
     assert s.everywhere("/a")
     assert s.c.stats["leader_yields"] >= 1
+
+
+def test_a_late_fsync_report_after_the_term_ended_applies_nothing() -> None:
+    """Found by the real shell (commit 7895083), replayed here now that the simulator's terms are
+    the runtime's member cores: a log's fsync worker reports its last sync after its term was
+    closed. By then the term's tree belongs to the next term (``carry_over`` applied every txn the
+    term logged), so the report must change nothing: a core that acted on it would apply the txns
+    it completes a second time (the checker sees the history repeat)."""
+    s = Script()
+    assert s.converge().sid == 3
+    s.open_session(3)
+    s.create(3, "/a")
+    s.wait(lambda: s.acked("/a"), "/a")
+    s.converge()
+    s.node(1).fsync_ms = (400, 400)  # server 1's next sync is still running when its term ends
+    committed: list[int] = []
+
+    def on_receive(node: object, peer: int, p: QuorumPacket) -> None:
+        if getattr(node, "sid", None) == 1 and p.type == PacketType.COMMIT and not committed:
+            committed.append(p.zxid)  # /b is committed, and server 1 still syncs it
+            s.c.defer(lambda: s.c.crash(3))  # its term ends; the report of that sync comes after
+
+    s.c.packet_hooks.append(on_receive)
+    s.create(3, "/b")
+    s.wait(lambda: bool(committed), "server 1 to get the COMMIT of /b")
+    assert not s.has(1, "/b")
+    s.wait(lambda: s.c.leader() is not None and s.c.leader().sid != 3, "servers 1 and 2 to elect a leader")
+    s.node(1).fsync_ms = None
+    s.c.restart(3)
+    s.final()
+    assert s.everywhere("/b")
+    assert len(set(s.node(1).history)) == len(s.node(1).history)

@@ -95,7 +95,7 @@ class LeadingCore(TermCore):
                 self.zab.check_quorum(token)
             server.quorum_checks.clear()
 
-    def stop(self, reason: str) -> None:
+    def _stop_zab(self, reason: str) -> None:
         self.zab.stop(reason)
 
     # ---- after the term

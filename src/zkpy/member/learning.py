@@ -122,7 +122,7 @@ class LearningCore(TermCore):
             # that the leader sends what is missing, instead of building on a hole
             self._end(f"TRUNC to 0x{zxid:x} left the state at 0x{self.tree.last_processed_zxid:x}: rejoining")
 
-    def stop(self, reason: str) -> None:
+    def _stop_zab(self, reason: str) -> None:
         self.zab.stop(reason)
 
     # ---- after the term

@@ -41,9 +41,17 @@ class TermCore:
         if self.server is not None:
             self.server.set_time(now_ms, wall_ms)
 
+    def stop(self, reason: str) -> None:
+        """The shell ends the term: every later input is ignored. A late fsync report above all:
+        the tree may already belong to the next term (``carry_over``), and applying what the
+        report completes would apply those txns twice."""
+        if self.ended is None:
+            self.ended = reason
+        self._stop_zab(reason)
+
     def durable(self, count: int) -> None:
         """The fsync worker made the next ``count`` txns of `AppendLog` durable (a report that
-        arrives after the term ended is harmless)."""
+        arrives after the term ended changes nothing)."""
         last = -1
         for _ in range(min(count, len(self.logging))):
             last = self.logging.popleft()
@@ -67,6 +75,9 @@ class TermCore:
         raise NotImplementedError
 
     def _logged(self, zxid: int) -> None:
+        raise NotImplementedError
+
+    def _stop_zab(self, reason: str) -> None:
         raise NotImplementedError
 
     def _send(self, link: int, packet: QuorumPacket, data: bytes | None = None, snapshot: bool = False) -> None:

@@ -117,6 +117,7 @@ class LearnerTerm(Term):
         self._start_persistence()
 
     def close(self) -> None:
+        self.core.stop("term closed")
         if self._ticker is not None:
             self._ticker.cancel()
         if self._reader_task is not None:

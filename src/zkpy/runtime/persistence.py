@@ -32,6 +32,7 @@ from typing import Any
 from zkpy.config import ServerConfig
 from zkpy.storage.disk import AppendFile, Disk, join
 from zkpy.storage.files import DataDirs
+from zkpy.storage.roll import RollPolicy
 from zkpy.storage.snapshot import SnapshotWriter, snapshot_name
 from zkpy.storage.txnlog import TxnLogWriter, encode_entry, frame_payload
 from zkpy.tree.datatree import DataTree
@@ -130,8 +131,7 @@ class Persistence:
         self.rng = rng or random.Random()
         self.worker: FsyncWorker | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.txns_since_roll = 0
-        self.roll_at = self._next_roll()
+        self.rolls = RollPolicy(config.snap_count, self.rng)
         self.snapshot: SnapshotWriter | None = None
         self._snap_file: AppendFile | None = None
         self._snap_synced = 0  # bytes of the snapshot file already synced
@@ -192,12 +192,9 @@ class Persistence:
             return
         assert self.worker is not None
         records = b"".join([encode_entry(hdr, txn, None) for hdr, txn in entries])
-        self.txns_since_roll += len(entries)
-        roll = self.txns_since_roll > self.roll_at
+        roll = self.rolls.logged(len(entries))
         self.worker.submit(entries[0][0].zxid, records, len(entries), roll)
         if roll:
-            self.txns_since_roll = 0
-            self.roll_at = self._next_roll()
             self.start_snapshot(tree)
 
     def log_payloads(self, zxids: Sequence[int], payloads: Sequence[bytes], tree: DataTree) -> None:
@@ -206,17 +203,10 @@ class Persistence:
             return
         assert self.worker is not None
         records = b"".join([frame_payload(p) for p in payloads])
-        self.txns_since_roll += len(payloads)
-        roll = self.txns_since_roll > self.roll_at
+        roll = self.rolls.logged(len(payloads))
         self.worker.submit(zxids[0], records, len(payloads), roll)
         if roll:
-            self.txns_since_roll = 0
-            self.roll_at = self._next_roll()
             self.start_snapshot(tree)
-
-    def _next_roll(self) -> int:
-        half = max(1, self.config.snap_count // 2)
-        return half + self.rng.randrange(half)
 
     # ---- snapshots ----
 

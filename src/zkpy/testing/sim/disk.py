@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from zkpy.storage.disk import MemoryDisk
+from zkpy.storage.roll import RollPolicy
 from zkpy.storage.txnlog import LOG_PREFIX, TxnLogWriter, frame_payload
 
 CRASH_MODES = ("power", "torn", "kill")
@@ -71,8 +72,7 @@ class SimLog:
                  post: Post, fsync_delay: Callable[[], int], on_durable: Callable[[int], None],
                  on_roll: Callable[[], None]) -> None:
         self.writer = TxnLogWriter(disk, log_dir, prealloc_bytes)
-        self.rng = rng
-        self.snap_count = snap_count
+        self.rolls = RollPolicy(snap_count, rng)
         self._post = post
         self._fsync_delay = fsync_delay
         self._on_durable = on_durable
@@ -81,12 +81,6 @@ class SimLog:
         self.in_flight = 0  # txns covered by the sync in progress
         self.syncing = False
         self.closed = False
-        self.txns_since_roll = 0
-        self.roll_at = self._next_roll()
-
-    def _next_roll(self) -> int:
-        half = max(1, self.snap_count // 2)
-        return half + self.rng.randrange(half)
 
     def log_payloads(self, zxids: Sequence[int], payloads: Sequence[bytes]) -> None:
         """Txns already serialized (a member core's `AppendLog`), written as they are."""
@@ -94,11 +88,8 @@ class SimLog:
             return
         self.writer.append(zxids[0], b"".join([frame_payload(p) for p in payloads]))
         self.handed += len(payloads)
-        self.txns_since_roll += len(payloads)
-        if self.txns_since_roll > self.roll_at:
+        if self.rolls.logged(len(payloads)):
             self.writer.roll()  # syncs the old file
-            self.txns_since_roll = 0
-            self.roll_at = self._next_roll()
             self._on_roll()
         self._kick()
 

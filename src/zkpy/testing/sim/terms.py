@@ -106,7 +106,9 @@ class _Term:
         self.member.set_time(self.node.now, self.node.wall_ms)
 
     def pump(self) -> None:
-        while self.current() and (effects := self.member.ready()):
+        """Run the core's effects, batch after batch (also after the term ended, as the real shell
+        does: a closed term's effects reach nothing, and its core should have none)."""
+        while effects := self.member.ready():
             for i, effect in enumerate(effects):
                 self._rest = effects[i + 1:]
                 self.execute(effect)
@@ -158,8 +160,8 @@ class _Term:
         raise NotImplementedError
 
     def _durable(self, count: int) -> None:
-        if not self.current():
-            return
+        """The fsync worker's report, also after the term was closed (the real worker's last
+        report reaches the loop after the close, as this one does): the core decides."""
         self._time()
         self.member.durable(count)
         self.pump()
@@ -187,6 +189,14 @@ class _Term:
     def client_request(self, session: int, cxid: int, op: int, body: bytes) -> None:
         """A client's request reaches this server's pipeline (``workload``)."""
         raise NotImplementedError
+
+    def _close_log(self) -> None:
+        """The log's worker syncs what it was handed and stops; its report of those txns comes
+        after the close, as the real worker's does (through the loop)."""
+        if self.log is not None:
+            unreported = self.log.close()
+            if unreported:
+                self.node.post(0, self._durable, unreported)
 
 
 # ---------------------------------------------------------------- leader
@@ -308,8 +318,7 @@ class LeaderTerm(_Term):
         for conn in list(self.links.values()):
             self.c.net.close(conn, self.sid, abort=True)
         self.links.clear()
-        if self.log is not None:
-            self.log.close()
+        self._close_log()
 
     def carry_over(self) -> bool:
         """After close every proposal handed to the log is on disk: the next term starts from
@@ -457,10 +466,11 @@ class LearnerTerm(_Term):
         self.c.checker.on_serve(node, epoch, node.history)
 
     def close(self) -> None:
+        self.member.stop("term closed")
         if self.conn is not None:
             self.c.net.close(self.conn, self.sid)
-        if self.log is not None:
-            self.log.close()
+            self.conn = None
+        self._close_log()
 
     def carry_over(self) -> bool:
         """Only a learner that served hands its tree on (``LearningCore.carry_over``)."""
