@@ -57,6 +57,7 @@ class SimConfig:
     and messages, the client load, and which workarounds the simulated shell applies."""
 
     nodes: int = 3
+    observers: int = 0  # how many of the highest sids are observers (they never vote)
     tick_ms: int = 200
     init_limit: int = 10
     sync_limit: int = 5
@@ -91,7 +92,8 @@ class Cluster:
         self.stats: Counter[str] = Counter()
         self.trace: deque[tuple[int, int, str, Any]] = deque(maxlen=400)
         sids = list(range(1, self.config.nodes + 1))
-        self.verifier = QuorumMaj.of(sids)
+        voters = len(sids) - self.config.observers
+        self.verifier = QuorumMaj.of(sids[:voters], sids[voters:])
         self.net = Network(self, self.rng, self.config.delays)
         self.nodes: dict[int, SimNode] = {}
         for sid in sids:
@@ -293,6 +295,7 @@ class Plan:
 def choose(rng: random.Random, nodes: int | None = None, faults: Iterable[str] | None = None,
            chaos_ms: int | None = None) -> tuple[SimConfig, Plan]:
     n = nodes if nodes is not None else (3 if rng.random() < 0.7 else 5)
+    observers = 0 if nodes is not None else rng.choice((0, 0, 0, 1, 1, 2))  # beside the n voters
     if faults is None:
         picked = [k for k in FAULT_KINDS if rng.random() < 0.5]
         if not picked:
@@ -304,7 +307,7 @@ def choose(rng: random.Random, nodes: int | None = None, faults: Iterable[str] |
         delays = replace(delays, high=rng.randint(10, 60))
     if "delay" in picked:
         delays = replace(delays, spike_p=rng.choice((0.01, 0.03, 0.1)), spike_max=rng.choice((200, 800, 2500)))
-    config = SimConfig(nodes=n, tick_ms=rng.choice((100, 200)), delays=delays, fsync_ms=rng.choice(((1, 3), (1, 12), (5, 40), (20, 120))),
+    config = SimConfig(nodes=n + observers, observers=observers, tick_ms=rng.choice((100, 200)), delays=delays, fsync_ms=rng.choice(((1, 3), (1, 12), (5, 40), (20, 120))),
                        snap_count=rng.choice((10, 40, 200)), clients=rng.randint(2, 4),
                        client_interval_ms=rng.choice(((5, 60), (20, 200))))
     chaos = chaos_ms if chaos_ms is not None else rng.randint(2000, 6000)

@@ -18,9 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from zkpy.config import QuorumConfig, QuorumServer, ServerConfig
+from zkpy.config import LearnerType, QuorumConfig, QuorumServer, ServerConfig
 from zkpy.member.history import History
 from zkpy.quorum.election import Decision, Election
+from zkpy.quorum.election import LearnerType as ElectionLearnerType
 from zkpy.quorum.sync import DEFAULT_COMMITTED_LOG, LoggedTxn
 from zkpy.quorum.verifier import config_string
 from zkpy.storage.disk import join
@@ -48,8 +49,11 @@ class SimNode:
         self.c = cluster
         self.sid = sid
         cfg = cluster.config
+        self.observer = sid > cfg.nodes - cfg.observers
         self.quorum = QuorumConfig(
-            tuple(QuorumServer(n, f"10.0.0.{n}", 2888, 3888) for n in range(1, cfg.nodes + 1)),  # type: ignore[arg-type]
+            tuple(QuorumServer(n, f"10.0.0.{n}", 2888, 3888,  # type: ignore[arg-type]
+                               LearnerType.OBSERVER if n > cfg.nodes - cfg.observers else LearnerType.PARTICIPANT)
+                  for n in range(1, cfg.nodes + 1)),
             my_id=sid, init_limit_ticks=cfg.init_limit, sync_limit_ticks=cfg.sync_limit,  # type: ignore[arg-type]
             quorum_sync=cfg.quorum_sync)
         self.config_data = config_string(self.quorum).encode("utf-8")
@@ -250,7 +254,9 @@ class SimNode:
         self.mode = "looking"
         if self.election is None:
             self.election = Election(self.sid, self.c.verifier, last_zxid=last, current_epoch=self.epochs.current,
-                                     config_data=self.config_data)
+                                     config_data=self.config_data,
+                                     learner_type=ElectionLearnerType.OBSERVER if self.observer
+                                     else ElectionLearnerType.PARTICIPANT)
         self.c.trace_event(self.sid, "looking", (last, self.epochs.current, carried))
         self.election.start(self.now, last_zxid=last, current_epoch=self.epochs.current)
         self._pump()
@@ -287,8 +293,8 @@ class SimNode:
             term = LeaderTerm(self, self.committed, self.epochs.accepted, self.epochs.current)
             self.mode = "leading-sync"
         else:
-            term = LearnerTerm(self, decision.leader, self.epochs.accepted, self.epochs.current)
-            self.mode = "following-sync"
+            term = LearnerTerm(self, decision.leader, self.epochs.accepted, self.epochs.current, self.observer)
+            self.mode = "observing-sync" if self.observer else "following-sync"
         self.term = term
         term.start()
 

@@ -459,7 +459,9 @@ class LearnerTerm(_Term):
     def _serving(self, epoch: int) -> None:
         node = self.node
         self.c.checker.on_tree(node, self.tree)
-        node.mode = "following"
+        node.mode = "observing" if node.observer else "following"
+        if node.observer:
+            self.c.stats["observer_serving"] += 1
         assert node.election is not None
         node.election.update_peer_epoch(epoch)
         self.c.trace_event(self.sid, "serving", (epoch, self.leader_sid))
