@@ -1,4 +1,5 @@
-"""Random simulated runs, one per seed: 3 or 5 voters (and up to 2 observers), clients writing, and a seed-chosen mix of
+"""Random simulated runs, one per seed: 3 or 5 voters (and up to 2 observers), clients writing, real client
+sessions reading, syncing and watching (``sim.sessions``, with their checker), and a seed-chosen mix of
 every fault kind (delay, reorder, connection drop, partition, crash losing unsynced bytes, torn
 write, pause), then healing; no invariant may break and the ensemble must converge.
 
@@ -57,7 +58,8 @@ def test_every_fault_kind_struck() -> None:
     for kind in FAULT_KINDS:
         assert _seen[kind] >= 100, (kind, _seen)
     for happened in ("crash", "crash_torn_kept_unsynced", "crash_kill_kept_unsynced", "partition", "pause", "drop",
-                     "sync_crash", "SNAP", "DIFF", "TRUNC", "observer_serving"):
+                     "sync_crash", "SNAP", "DIFF", "TRUNC", "observer_serving", "client_session_moved",
+                     "client_watch_fired", "client_sync_read"):
         assert _seen[happened] >= 20, (happened, _seen)
 
 

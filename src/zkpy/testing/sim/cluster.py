@@ -33,6 +33,7 @@ from .checker import Checker, InvariantViolation
 from .network import DelayModel, Network
 from .node import SimNode
 from .scheduler import Scheduler
+from .sessions import Sessions
 from .terms import LeaderTerm, LearnerTerm
 from .workload import Client, Workload
 
@@ -68,6 +69,7 @@ class SimConfig:
     delays: DelayModel = field(default_factory=DelayModel)
     clients: int = 3
     client_interval_ms: tuple[int, int] = (20, 200)
+    session_clients: int = 0  # real clients (sessions.py) beside the workload's writers
     quorum_sync: bool = False  # zkpy.quorumSync
     workarounds: frozenset[str] = WORKAROUNDS
 
@@ -101,6 +103,7 @@ class Cluster:
         self.checker = Checker(self)
         self.workload = Workload(self, self.rng, self.config.clients, self.config.session_timeout_ms,
                                  self.config.client_interval_ms)
+        self.sessions = Sessions(self, self.config.session_clients, self.config.session_timeout_ms)
         self.packet_hooks: list[PacketHook] = []
         self.send_hooks: list[PacketHook] = []
         self._deferred: list[Callable[[], None]] = []
@@ -307,7 +310,8 @@ def choose(rng: random.Random, nodes: int | None = None, faults: Iterable[str] |
         delays = replace(delays, high=rng.randint(10, 60))
     if "delay" in picked:
         delays = replace(delays, spike_p=rng.choice((0.01, 0.03, 0.1)), spike_max=rng.choice((200, 800, 2500)))
-    config = SimConfig(nodes=n + observers, observers=observers, tick_ms=rng.choice((100, 200)), delays=delays, fsync_ms=rng.choice(((1, 3), (1, 12), (5, 40), (20, 120))),
+    config = SimConfig(nodes=n + observers, observers=observers, session_clients=rng.randint(1, 3),
+                       quorum_sync=rng.random() < 0.3, tick_ms=rng.choice((100, 200)), delays=delays, fsync_ms=rng.choice(((1, 3), (1, 12), (5, 40), (20, 120))),
                        snap_count=rng.choice((10, 40, 200)), clients=rng.randint(2, 4),
                        client_interval_ms=rng.choice(((5, 60), (20, 200))))
     chaos = chaos_ms if chaos_ms is not None else rng.randint(2000, 6000)
@@ -415,12 +419,14 @@ def run_seed(seed: int, *, nodes: int | None = None, faults: Iterable[str] | Non
     try:
         cluster.start_all(spread_ms=300)
         cluster.workload.start(plan.work_until_ms)
+        cluster.sessions.start(plan.work_until_ms)
         cluster.sched.at(plan.chaos_start_ms, _chaos, cluster, plan)
         cluster.run_for(plan.chaos_end_ms)
         cluster.heal_all()
         cluster.run_for(plan.work_until_ms - plan.chaos_end_ms)
         cluster.heal_all()  # faults scheduled during the window may have struck since
         cluster.workload.stop()
+        cluster.sessions.stop()
         if not cluster.run_until(lambda: cluster.converged(sessions_gone=True), converge_ms):
             raise LivenessFailure(f"seed {seed}: the healed ensemble did not converge within {converge_ms} ms\n"
                                   + cluster.describe())

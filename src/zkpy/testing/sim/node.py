@@ -35,6 +35,7 @@ from zkpy.tree.datatree import DataTree
 from zkpy.wire.quorum import decode_notification, encode_notification, frame, read_frame
 
 from .disk import SimDisk, SimLog
+from .sessions import Link
 from .terms import LeaderTerm, LearnerTerm
 
 if TYPE_CHECKING:
@@ -77,6 +78,7 @@ class SimNode:
         self.snap_history: dict[str, tuple[int, ...]] = {}  # snapshot path -> history of the tree it holds
         self.term_seq = 0
         self.fsync_ms: tuple[int, int] | None = None  # this server's fsync latency, if not the cluster's
+        self.client_links: list[Link] = []  # real clients' connections to this server (sessions.py)
 
     # ------------------------------------------------------------ events
 
@@ -108,6 +110,25 @@ class SimNode:
                 term.flush()
             if term.ended is not None:
                 self._end_term(term.ended)
+        self.write_clients()
+
+    def write_clients(self) -> None:
+        """What the pipeline wrote on its client connections goes out (one write each), as the
+        client port flushes after each loop turn."""
+        for link in list(self.client_links):
+            conn = link.conn
+            if conn.out or conn.closing:
+                data = b"".join(conn.out)
+                conn.out.clear()
+                if conn.closing:
+                    self.client_links.remove(link)
+                self.c.sessions.delivered(link, data, conn.closing)
+
+    def close_clients(self) -> None:
+        """Every client connection is closed (the term ended, or the process died)."""
+        links, self.client_links = self.client_links, []
+        for link in links:
+            self.c.sched.after(1, self.c.sessions.server_closed, link)
 
     # ------------------------------------------------------------ life cycle
 
@@ -136,6 +157,7 @@ class SimNode:
         self.mode = "down"
         kept = self.disk.crash_now(self.c.rng, mode)
         self.c.net.node_crashed(self.sid)
+        self.close_clients()
         self.c.trace_event(self.sid, f"crash ({mode})", kept)
         return kept
 
@@ -303,6 +325,7 @@ class SimNode:
         assert term is not None
         self.c.trace_event(self.sid, "term-ended", reason)
         self.c.stats["terms_ended"] += 1
+        self.close_clients()
         term.close()
         self.term = None
         self._begin_looking(carried=term.carry_over())
