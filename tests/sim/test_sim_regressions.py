@@ -287,18 +287,22 @@ def _expire_while_losing_quorum(config: SimConfig, wait_ms: int) -> Script:
 def _expiry_in_the_failing_tick() -> int:
     for wait_ms in range(0, 400, 5):
         s = _expire_while_losing_quorum(SCRIPT, wait_ms)
-        if s.c.stats["propose_after_stop"]:
+        if s.c.stats["expiry_as_leader_stops"]:
             return wait_ms
     raise AssertionError("no schedule makes the session expiry and the loss of quorum meet")
 
 
-def test_propose_after_the_leader_stopped() -> None:
+def test_a_session_expiring_as_the_leader_loses_its_quorum_ends_the_term() -> None:
     """zkpy bug found here: Leader.propose raised ZabError once the leader had stopped. A tick that
     fails the term (Close + Failed queued) and expires a session (a new proposal) then broke out
     of the shell's tick before Failed ran, and a leader cut off from its followers stayed in its
-    term. Now the stopped core ignores the proposal and the term ends."""
+    term. The Zab leader now ignores a proposal once stopped, and the member core no longer
+    offers one: it takes the pipeline's proposals only after the Zab core's actions ran, and
+    none once the term ended. The expiry stays unproposed; the term ends; the next leader
+    expires the session."""
     wait_ms = _expiry_in_the_failing_tick()
     s = _expire_while_losing_quorum(SCRIPT, wait_ms)
+    assert not s.leading(3)
     s.c.heal()
     s.final()
 

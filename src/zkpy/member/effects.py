@@ -12,6 +12,9 @@
 * `Send` effects come after every persisting effect of their batch (sends are batched per
   link at the end of the batch, or before a barrier), so nothing leaves before the state it
   acknowledges is on disk. A `CloseLink` drops what was still queued for that link.
+* An `Output` (``server.outputs``: a client connection of the serving pipeline has bytes to
+  write, or is closing) may run as soon as it comes: the pipeline writes a reply only after
+  the txn it answers was applied, so after it was durable on a quorum.
 * Trace effects (`Traced`) come only from a core made with ``trace=True`` (the simulator's
   checkers read them); a shell that does not trace never sees one.
 """
@@ -21,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from zkpy.server.core import ServerCore
+from zkpy.server.outputs import Output
 from zkpy.tree.datatree import DataTree
 from zkpy.wire.quorum import QuorumPacket
 from zkpy.wire.txn import TxnHeader
@@ -140,8 +144,8 @@ class SnapshotLoaded:
 
 
 Traced = PacketIn | PacketOut | Proposed | Logged | Applied | SnapshotLoaded
-Effect = Send | CloseLink | AppendLog | WriteEpoch | WriteSnapshot | Truncate | Serving | EndTerm | Traced
+Effect = Send | CloseLink | AppendLog | WriteEpoch | WriteSnapshot | Truncate | Serving | EndTerm | Output | Traced
 
 __all__ = ["LEADER_LINK", "AppendLog", "Applied", "CloseLink", "Effect", "EndTerm", "Logged", "PacketIn",
-           "PacketOut", "Proposed", "Send", "Serving", "SnapshotLoaded", "Traced", "Truncate", "WriteEpoch",
+           "Output", "PacketOut", "Proposed", "Send", "Serving", "SnapshotLoaded", "Traced", "Truncate", "WriteEpoch",
            "WriteSnapshot"]

@@ -5,8 +5,8 @@ and are parsed here. Every packet that arrived is stepped before the actions run
 learner gets one `Send` per batch. The pipeline's proposals are serialized once, logged as
 they are (`AppendLog`) and sent to the voters; the leader counts its own ack only after the
 fsync that covers it (``durable``). Once the epoch is established the request pipeline serves
-(`Serving`): it is ``self.server``, which the shell's client port feeds; after client input the
-shell calls ``flush``, which proposes what the input produced.
+(`Serving`): it is ``self.server``, which the shell's client port feeds; ``ready()`` proposes
+what the pipeline prepped since the last call (client input and learners' requests alike).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from zkpy.quorum import leader as zl
 from zkpy.quorum.sync import CommittedLog, LoggedTxn
 from zkpy.quorum.verifier import QuorumMaj
 from zkpy.server.core import LEADER, ServerCore
+from zkpy.server.outputs import CheckQuorum, Propose, ServerOutput
 from zkpy.storage.epochs import ACCEPTED_EPOCH, CURRENT_EPOCH
 from zkpy.storage.snapshot import snapshot_stream
 from zkpy.storage.txnlog import encode_payload
@@ -47,7 +48,6 @@ class LeadingCore(TermCore):
                              last_zxid=self.tree.last_processed_zxid, committed=CommittedLog(history.committed),
                              now_ms=now_ms, tick_ms=config.tick_ms, init_limit=q.init_limit_ticks,
                              sync_limit=q.sync_limit_ticks, config_data=config_data, quorum_sync=q.quorum_sync)
-        self.handed = 0  # the pipeline's proposals handed to the log and the voters, not yet committed
         self._readers: dict[int, QuorumPacketReader] = {}
 
     # ---- inputs
@@ -83,17 +83,6 @@ class LeadingCore(TermCore):
         self.zab.tick(self.now_ms)
         if self.server is not None:
             self.server.tick()
-        self.flush()
-
-    def flush(self) -> None:
-        """After client input: the pipeline's new proposals to the log and the voters, and its
-        quorum checks (zkpy.quorumSync) to Zab."""
-        self._propose_new()
-        server = self.server
-        if server is not None and server.quorum_checks:
-            for token in server.quorum_checks:
-                self.zab.check_quorum(token)
-            server.quorum_checks.clear()
 
     def _stop_zab(self, reason: str) -> None:
         self.zab.stop(reason)
@@ -106,9 +95,9 @@ class LeadingCore(TermCore):
         committed = list(self.zab.committed)
         carried = []
         if self.server is not None:
-            for p in self.server.proposals[:self.handed]:
-                self.tree.apply(p.hdr, p.txn)
-                carried.append(LoggedTxn(p.hdr.zxid, encode_payload(p.hdr, p.txn)))
+            for hdr, txn in self.server.handed_txns():
+                self.tree.apply(hdr, txn)
+                carried.append(LoggedTxn(hdr.zxid, encode_payload(hdr, txn)))
         self.tree.events.clear()
         return History(self.tree, committed + carried, carried)
 
@@ -128,12 +117,25 @@ class LeadingCore(TermCore):
     def _logged(self, zxid: int) -> None:
         self.zab.logged(zxid)
 
-    def _propose_new(self) -> None:
-        server = self.server
-        if server is None or len(server.proposals) <= self.handed:
+    def _to_zab(self, outputs: list[ServerOutput]) -> None:
+        """The pipeline's txns to the log and the voters (one `AppendLog` per run of them), its
+        quorum checks (zkpy.quorumSync) to Zab."""
+        new: list[Propose] = []
+        for o in outputs:
+            if isinstance(o, Propose):
+                new.append(o)
+                continue
+            self._propose(new)
+            new = []
+            if isinstance(o, CheckQuorum):
+                self.zab.check_quorum(o.token)
+            else:
+                raise AssertionError(f"the leader's pipeline produced {o!r}")
+        self._propose(new)
+
+    def _propose(self, new: list[Propose]) -> None:
+        if not new:
             return
-        new = server.proposals[self.handed:]
-        self.handed = len(server.proposals)
         zxids = tuple(p.hdr.zxid for p in new)
         payloads = tuple(encode_payload(p.hdr, p.txn) for p in new)
         self._effects.append(AppendLog(zxids, payloads))
@@ -162,7 +164,7 @@ class LeadingCore(TermCore):
                     if self.server is not None:
                         self.server.learner_request(a.session, a.cxid, a.type, a.body, a.auth)
                 elif isinstance(a, zl.LearnerSync):
-                    self._propose_new()  # the requests the learner sent before it come first
+                    self._take_pipeline()  # the requests the learner sent before it come first
                     self.zab.learner_sync(a.cid)
                 elif isinstance(a, zl.Touch):
                     if self.server is not None:
@@ -194,7 +196,6 @@ class LeadingCore(TermCore):
         if server is None:
             raise AssertionError(f"Commit({count}) before the epoch was established")
         server.apply_persisted(count)
-        self.handed -= count
 
     def _trace_applied(self, hdr: TxnHeader, txn: Any) -> None:
         self._effects.append(Applied(hdr.zxid, encode_payload(hdr, txn), hdr, self.tree.digest))

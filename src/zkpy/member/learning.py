@@ -7,8 +7,8 @@ learner core's persisting actions become barriers or ordered effects: `WriteEpoc
 ACKEPOCH that depends on it, `Truncate` (the shell truncates, recovers and calls
 ``truncated``) and `WriteSnapshot` stop the batch; a proposal's ACK is sent only after
 ``durable`` says the fsync covering it returned. Once UPTODATE arrives the pipeline serves
-(`Serving`); after client input the shell calls ``flush``, which forwards writes, syncs and
-session revalidations to the leader.
+(`Serving`); ``ready()`` forwards what the pipeline sends the leader (writes, syncs, session
+revalidations) since the last call.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from zkpy.errors import ProtocolError
 from zkpy.quorum import learner as zf
 from zkpy.quorum.sync import DEFAULT_COMMITTED_LOG, LoggedTxn
 from zkpy.server.core import LEARNER, ServerCore
+from zkpy.server.outputs import Forward, Revalidate, ServerOutput
 from zkpy.storage.epochs import ACCEPTED_EPOCH, CURRENT_EPOCH
 from zkpy.storage.recovery import Recovered
 from zkpy.storage.snapshot import parse_snapshot_stream
@@ -97,17 +98,15 @@ class LearningCore(TermCore):
         if self._started:
             self.zab.tick(self.now_ms)
 
-    def flush(self) -> None:
-        """After client input: what the pipeline forwards goes to the leader."""
-        server = self.server
-        if server is None:
-            return
-        for f in server.forward:
-            self.zab.request(f.session, f.cxid, f.op, f.body, f.auth)
-        server.forward.clear()
-        for session, timeout in server.revalidations:
-            self.zab.revalidate(session, timeout)
-        server.revalidations.clear()
+    def _to_zab(self, outputs: list[ServerOutput]) -> None:
+        """What the pipeline sends the leader, in order."""
+        for o in outputs:
+            if isinstance(o, Forward):
+                self.zab.request(o.session, o.cxid, o.op, o.body, o.auth)
+            elif isinstance(o, Revalidate):
+                self.zab.revalidate(o.session, o.timeout_ms)
+            else:
+                raise AssertionError(f"a learner's pipeline produced {o!r}")
 
     def truncated(self, recovered: Recovered) -> None:
         """The log was cut after the `Truncate`'s zxid and the data dir recovered into

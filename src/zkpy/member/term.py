@@ -7,6 +7,7 @@ from collections import deque
 from collections.abc import Callable
 
 from zkpy.server.core import ServerCore
+from zkpy.server.outputs import Output, ServerOutput
 from zkpy.wire.quorum import QuorumPacket
 
 from .effects import CloseLink, Effect, EndTerm, PacketOut, Send
@@ -62,8 +63,12 @@ class TermCore:
 
     def ready(self) -> list[Effect]:
         """The next batch of effects (empty: nothing to do until the next input). A batch ends
-        at a barrier; call again after running it."""
-        self._drain()
+        at a barrier; call again after running it. What the serving pipeline produced since
+        the last call (client input included) is taken here: its proposals, requests for the
+        leader and quorum checks go to the Zab core, its client connections to write become
+        `Output` effects."""
+        while self._drain() and self._take_pipeline():
+            pass
         self._flush_sends()
         out, self._effects = self._effects, []
         return out
@@ -76,6 +81,25 @@ class TermCore:
 
     def _logged(self, zxid: int) -> None:
         raise NotImplementedError
+
+    def _to_zab(self, outputs: list[ServerOutput]) -> None:
+        """The pipeline's outputs other than `Output`, in order, for the Zab core."""
+        raise NotImplementedError
+
+    def _take_pipeline(self) -> bool:
+        """Take the pipeline's outputs; True when the Zab core got some (its actions then wait)."""
+        server = self.server
+        if server is None or self.ended is not None:
+            return False
+        to_zab: list[ServerOutput] = []
+        for o in server.ready():
+            if isinstance(o, Output):
+                self._effects.append(o)
+            else:
+                to_zab.append(o)
+        if to_zab:
+            self._to_zab(to_zab)
+        return bool(to_zab)
 
     def _stop_zab(self, reason: str) -> None:
         raise NotImplementedError

@@ -180,15 +180,11 @@ class ClientPort:
     def connection_count(self) -> int:
         return len(self.protocols)
 
-    def write_clients(self) -> None:
-        """Write out what the serving core has for its connections (one write each)."""
-        core = self.core
-        if core is None:
-            return
-        for conn in core.take_dirty():
-            proto = self.protocols.get(conn.conn_id)
-            if proto is not None:
-                proto.flush()
+    def write(self, conn: Connection) -> None:
+        """Write out what the serving core has for ``conn`` (an `Output`), in one write."""
+        proto = self.protocols.get(conn.conn_id)
+        if proto is not None:
+            proto.flush()
 
     def drop_all(self, abort: bool = False) -> None:
         """Close every client connection (``abort``: without another byte)."""

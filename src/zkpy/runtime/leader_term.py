@@ -45,8 +45,6 @@ class LearnerLink(asyncio.Protocol):
             term.core.link_lost(self.cid)
             if self.transport is not None:
                 self.transport.abort()
-            return
-        term.host.schedule_flush()
 
     def connection_lost(self, exc: Exception | None) -> None:
         term = self.term
@@ -117,6 +115,5 @@ class LeaderTerm(Term):
         self._time()
         self.core.tick()
         self.pump()
-        self.host.write_clients()
         loop = asyncio.get_running_loop()
         self._ticker = loop.call_later(max(10, min(100, self.host.config.tick_ms // 4)) / 1000, self._tick)

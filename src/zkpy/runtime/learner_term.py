@@ -82,9 +82,6 @@ class LearnerTerm(Term):
                 else:
                     core.link_data(data)
                 self.pump()
-                self.host.write_clients()
-                if core.server is not None:
-                    self.flush()
                 if not data:
                     return
         except asyncio.CancelledError:

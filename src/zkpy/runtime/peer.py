@@ -40,6 +40,7 @@ from zkpy.runtime.osdisk import OsDisk
 from zkpy.runtime.persistence import Persistence
 from zkpy.runtime.server import DiskFailure
 from zkpy.runtime.term import TermEnded
+from zkpy.server.connection import Connection
 from zkpy.server.core import ServerCore
 from zkpy.storage.disk import FaultPlan
 from zkpy.storage.epochs import load_epochs, write_epoch
@@ -114,8 +115,8 @@ class QuorumPeer:
         if self.term is not None:
             self.term.flush()
 
-    def write_clients(self) -> None:
-        self.clients.write_clients()
+    def write_client(self, conn: Connection) -> None:
+        self.clients.write(conn)
 
     def close_clients(self) -> None:
         self.clients.drop_all()

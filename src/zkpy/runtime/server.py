@@ -20,6 +20,7 @@ from zkpy.runtime.clientport import ClientPort, now_ms, wall_ms
 from zkpy.runtime.osdisk import OsDisk
 from zkpy.runtime.persistence import Persistence
 from zkpy.server.core import ServerCore
+from zkpy.server.outputs import Output, Propose
 from zkpy.storage.disk import Disk, FaultPlan
 from zkpy.storage.files import DataDirs, purge
 from zkpy.storage.recovery import Recovered, recover
@@ -54,7 +55,6 @@ class ZkServer:
         gc.collect()
         gc.freeze()
         self.persistence = Persistence(config, self.disk, self.dirs)
-        self.handed = 0  # proposals handed to the fsync worker and not yet applied
         self.clients = ClientPort(config, self, self.schedule_flush)
         self.clients.core = self.core
         self.trace_mask = DEFAULT_TRACE_MASK  # gtmk/stmk; zkpy does no tracing
@@ -130,11 +130,13 @@ class ZkServer:
     def flush(self) -> None:
         """Hand this turn's new txns to the fsync worker, then write every connection's output."""
         self._flush_scheduled = False
-        core = self.core
-        if len(core.proposals) > self.handed:
-            self.persistence.log_txns([(p.hdr, p.txn) for p in core.proposals[self.handed:]], core.tree)
-            self.handed = len(core.proposals)
-        self.clients.write_clients()
+        outputs = self.core.ready()
+        txns = [(o.hdr, o.txn) for o in outputs if isinstance(o, Propose)]
+        if txns:
+            self.persistence.log_txns(txns, self.core.tree)
+        for o in outputs:
+            if isinstance(o, Output):
+                self.clients.write(o.conn)
 
     def _durable(self, count: int) -> None:
         """The worker fsynced ``count`` more txns: apply and answer them."""
@@ -142,7 +144,6 @@ class ZkServer:
             return
         self.core.set_time(now_ms(), wall_ms())
         self.core.apply_persisted(count)
-        self.handed -= count
         self.flush()
 
     def _disk_failed(self, exc: BaseException) -> None:

@@ -18,6 +18,7 @@ from zkpy.member import effects as fx
 from zkpy.member.leading import LeadingCore
 from zkpy.member.learning import LearningCore
 from zkpy.runtime.persistence import Persistence
+from zkpy.server.connection import Connection
 from zkpy.server.core import ServerCore
 from zkpy.storage.disk import Disk
 from zkpy.storage.files import DataDirs
@@ -55,8 +56,7 @@ class TermHost(Protocol):
     def serving(self, server: ServerCore, role: str, epoch: int) -> None: ...
     def uses(self, persistence: Persistence | None) -> None: ...
     def disk_failed(self, exc: BaseException) -> None: ...
-    def write_clients(self) -> None: ...
-    def schedule_flush(self) -> None: ...
+    def write_client(self, conn: Connection) -> None: ...
 
 
 class Term:
@@ -96,6 +96,8 @@ class Term:
             self.persistence.write_initial_snapshot(effect.tree)
         elif isinstance(effect, fx.Serving):
             self.host.serving(effect.server, self.role, effect.epoch)
+        elif isinstance(effect, fx.Output):
+            self.host.write_client(effect.conn)
         elif isinstance(effect, fx.EndTerm):
             self.end(effect.reason)
         else:
@@ -106,14 +108,11 @@ class Term:
         self._time()
         self.core.durable(count)
         self.pump()
-        self.host.write_clients()
 
     def flush(self) -> None:
         """After client input: what it produced goes to the log and the quorum, replies out."""
         self._time()
-        self.core.flush()
         self.pump()
-        self.host.write_clients()
 
     def close_persistence(self) -> None:
         self.persistence.close()

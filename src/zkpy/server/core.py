@@ -1,10 +1,10 @@
-"""The standalone server core: connections in, replies and txns out (pure).
+"""The request pipeline of a server, standalone, leader or learner: connections in, replies and txns out (pure).
 
 Flow of a request (ZooKeeper's processor chain, without threads):
-    receive -> decode -> writes: prep -> proposal (txn with zxid) ----------------.
-                      -> reads:  queued behind the session's writes, or run now    |
-    shell persists proposals, then calls ``apply_persisted`` -> tree.apply -> watch events
-    (written first) -> reply to the writer -> the session's queued reads run.
+    receive -> decode -> writes: prep -> `Propose` (txn with zxid) -----------------.
+                      -> reads:  queued behind the session's writes, or run now     |
+    shell persists what ``ready()`` proposed, then calls ``apply_persisted`` -> tree.apply
+    -> watch events (written first) -> reply to the writer -> the session's queued reads run.
 
 Guarantees kept here: per-session FIFO (a session's replies leave in request order, and a
 read queued behind the same session's write sees it); a watch event is appended to its
@@ -14,6 +14,7 @@ acknowledges a txn before the shell says it is persisted.
 
 from __future__ import annotations
 
+import itertools
 import struct
 import traceback
 from collections import deque
@@ -26,27 +27,22 @@ from zkpy.errors import (
     BadArgumentsError,
     Code,
     MarshallingError,
-    NoNodeError,
-    NoWatcherError,
     ProtocolError,
     ZookeeperError,
     error_for,
 )
 from zkpy.server.connection import Connection, ConnState
+from zkpy.server.outputs import CheckQuorum, Forward, Output, Propose, Revalidate, ServerOutput
 from zkpy.server.prep import WRITE_OPS, Prep
+from zkpy.server.reads import event_payload, run_read
 from zkpy.server.sessions import SessionTracker, session_password
-from zkpy.tree.acl import check_acl, digest_id, has_permission
-from zkpy.tree.datatree import DataTree, Node, TxnResult, ephemeral_kind, ttl_of
-from zkpy.tree.watches import PERSISTENT, RECURSIVE
-from zkpy.wire.consts import AddWatchMode, CreateMode, EventType, KeeperState, OpCode, Perms, WatcherType, Xid
-from zkpy.wire.jute import INT, read_ustring
+from zkpy.tree.acl import digest_id, has_permission
+from zkpy.tree.datatree import DataTree, TxnResult, ephemeral_kind, ttl_of
+from zkpy.wire.consts import CreateMode, OpCode, Perms, Xid
+from zkpy.wire.jute import INT
 from zkpy.wire.multi import Op, OpResult, read_multi_request, write_multi_response
 from zkpy.wire.proto import (
-    ACL,
-    AddWatchRequest,
     AuthPacket,
-    CheckWatchesRequest,
-    ClientInfo,
     ConnectRequest,
     ConnectResponse,
     Create2Response,
@@ -54,41 +50,21 @@ from zkpy.wire.proto import (
     CreateResponse,
     CreateTTLRequest,
     DeleteRequest,
-    ErrorResponse,
-    ExistsRequest,
-    GetACLRequest,
-    GetACLResponse,
-    GetAllChildrenNumberRequest,
-    GetAllChildrenNumberResponse,
-    GetChildren2Request,
-    GetChildren2Response,
-    GetChildrenRequest,
-    GetChildrenResponse,
-    GetDataRequest,
-    GetEphemeralsRequest,
-    GetEphemeralsResponse,
     GetSASLRequest,
     Id,
     ReconfigRequest,
-    RemoveWatchesRequest,
     ReplyHeader,
     SetACLRequest,
     SetACLResponse,
     SetDataRequest,
     SetDataResponse,
     SetSASLResponse,
-    SetWatches,
-    SetWatches2,
-    SyncRequest,
-    SyncResponse,
-    WatcherEvent,
-    WhoAmIResponse,
 )
 from zkpy.wire.txn import ErrorTxn, TxnHeader
 
 Log = Callable[[str], None]
 
-REQUEST_RECORDS: dict[int, Any] = {
+WRITE_RECORDS: dict[int, Any] = {  # the request record of each write with one (multi and the rest are read apart)
     OpCode.CREATE: CreateRequest,
     OpCode.CREATE2: CreateRequest,
     OpCode.CREATE_CONTAINER: CreateRequest,
@@ -97,19 +73,6 @@ REQUEST_RECORDS: dict[int, Any] = {
     OpCode.SET_DATA: SetDataRequest,
     OpCode.SET_ACL: SetACLRequest,
     OpCode.RECONFIG: ReconfigRequest,
-    OpCode.EXISTS: ExistsRequest,
-    OpCode.GET_DATA: GetDataRequest,
-    OpCode.GET_ACL: GetACLRequest,
-    OpCode.GET_CHILDREN: GetChildrenRequest,
-    OpCode.GET_CHILDREN2: GetChildren2Request,
-    OpCode.GET_ALL_CHILDREN_NUMBER: GetAllChildrenNumberRequest,
-    OpCode.GET_EPHEMERALS: GetEphemeralsRequest,
-    OpCode.SYNC: SyncRequest,
-    OpCode.SET_WATCHES: SetWatches,
-    OpCode.SET_WATCHES2: SetWatches2,
-    OpCode.ADD_WATCH: AddWatchRequest,
-    OpCode.CHECK_WATCHES: CheckWatchesRequest,
-    OpCode.REMOVE_WATCHES: RemoveWatchesRequest,
 }
 
 # Request.isValid of 3.8: what a client may send. Anything else is Unimplemented and closes.
@@ -133,7 +96,6 @@ OP_NAMES: dict[int, str] = {
     OpCode.WHO_AM_I: "HOMI", OpCode.GET_EPHEMERALS: "GETE",
 }
 
-_NOTIFY_HEADER = ReplyHeader(Xid.NOTIFICATION, -1, 0).to_bytes()
 _REQUEST_HEADER = struct.Struct(">ii")
 _REPLY_HEADER = struct.Struct(">iqi")
 _SUPER = Id("super", "")
@@ -164,17 +126,6 @@ class Forwarded:
     done: bool = False  # a sync: the leader's SYNC arrived
 
 
-@dataclass(frozen=True, slots=True)
-class ForwardRequest:
-    """What a learner sends the leader in a REQUEST packet."""
-
-    session: int
-    cxid: int
-    op: int
-    body: bytes
-    auth: tuple[Id, ...]
-
-
 @dataclass(slots=True)
 class QueuedRead:
     conn: Connection
@@ -190,11 +141,12 @@ STANDALONE, LEADER, LEARNER = "standalone", "leader", "learner"
 
 
 class ServerCore:
-    """A ZooKeeper server's request pipeline with no I/O: feed it bytes and time, drain its outputs.
+    """A ZooKeeper server's request pipeline with no I/O: feed it bytes and time, take its
+    outputs with ``ready()`` (``server.outputs`` says what each asks of the driver).
 
-    ``role`` is standalone or leader (writes are prepped here into ``proposals``; the leader
-    also takes learners' forwarded requests) or learner (writes, new sessions, moved sessions
-    and syncs go to the leader through ``forward`` / ``revalidations``; committed txns come back
+    ``role`` is standalone or leader (writes are prepped here into `Propose` outputs; the
+    leader also takes learners' forwarded requests) or learner (writes, new sessions, moved
+    sessions and syncs go to the leader as `Forward` / `Revalidate`; committed txns come back
     through ``apply_committed``, and only the leader expires sessions)."""
 
     def __init__(self, config: ServerConfig, now_ms: int, wall_ms: int, log: Log = lambda _m: None,
@@ -216,21 +168,20 @@ class ServerCore:
         self.session_conn: dict[int, Connection] = {}
         self.queues: dict[int, deque[Proposal | QueuedRead | Forwarded]] = {}
         self.on_apply: Callable[[TxnHeader, Any], None] | None = None  # told of each txn applied (tracing)
-        self.proposals: list[Proposal] = []
+        self._out: list[ServerOutput] = []  # what ``ready()`` hands over next, in order
+        self._unapplied: deque[Proposal] = deque()  # proposed, not yet applied, in zxid order
+        self._handed = 0  # how many of them ``ready()`` handed over (as `Propose`)
         self.next_zxid = next_zxid if next_zxid is not None else self.tree.last_processed_zxid + 1
-        # learner: requests for the leader, sessions to revalidate, syncs waiting for SYNC, touches
-        self.forward: list[ForwardRequest] = []
-        self.revalidations: list[tuple[int, int]] = []
-        self.pending_revalidation: dict[int, Connection] = {}
-        self.pending_syncs: deque[Forwarded] = deque()
-        self.touched: dict[int, int] = {}
+        # learner: sessions waiting for the leader's word, syncs waiting for SYNC, sessions seen
+        self._pending_revalidation: dict[int, Connection] = {}
+        self._pending_syncs: deque[Forwarded] = deque()
+        self._touched: dict[int, int] = {}
         # leader with zkpy.quorumSync: syncs waiting for the Zab leader's quorum check
         self.quorum_sync = role == LEADER and config.quorum is not None and config.quorum.quorum_sync
-        self.quorum_checks: list[int] = []  # tokens for the shell to hand to the Zab leader
         self._quorum_waiting: dict[int, int] = {}  # token -> session
         self._next_token = 1
-        self.dirty: set[Connection] = set()
-        self.syncing: set[int] = set()  # sessions whose queue waits on a sync
+        self._dirty: dict[Connection, None] = {}  # connections with output, in the order they got it
+        self._syncing: set[int] = set()  # sessions whose queue waits on a sync
         self.last_container_check = now_ms
         self.stats = ServerStats()
 
@@ -291,11 +242,11 @@ class ServerCore:
         if conn.session_id and self.session_conn.get(conn.session_id) is conn:
             del self.session_conn[conn.session_id]
         self.tree.drop_watcher(conn.conn_id)
-        self.dirty.discard(conn)
+        self._dirty.pop(conn, None)
 
     def _close(self, conn: Connection, reason: str) -> None:
         conn.close(reason)
-        self.dirty.add(conn)
+        self._dirty[conn] = None
 
     def _send(self, conn: Connection, payload: bytes) -> None:
         if conn.closing and conn.close_reason != "closeSession":
@@ -303,7 +254,7 @@ class ServerCore:
         conn.out.append(INT.pack(len(payload)) + payload)
         conn.sent += 1
         self.stats.packets_sent += 1
-        self.dirty.add(conn)
+        self._dirty[conn] = None
 
     # ---- handshake ----
 
@@ -326,7 +277,7 @@ class ServerCore:
             conn.session_id = sid
             conn.state = ConnState.AWAIT_SESSION
             if self.role == LEARNER:
-                self.touched[sid] = timeout
+                self._touched[sid] = timeout
                 self._forward(conn, 0, OpCode.CREATE_SESSION, INT.pack(timeout))
                 return
             self.sessions.add(sid, timeout, self.now_ms)
@@ -337,11 +288,11 @@ class ServerCore:
             # the leader knows whether the session lives (Learner.validateSession)
             conn.session_id = sid
             conn.state = ConnState.AWAIT_SESSION
-            previous = self.pending_revalidation.get(sid)
+            previous = self._pending_revalidation.get(sid)
             if previous is not None:
                 self._close(previous, "client reconnected elsewhere")
-            self.pending_revalidation[sid] = conn
-            self.revalidations.append((sid, timeout))
+            self._pending_revalidation[sid] = conn
+            self._out.append(Revalidate(sid, timeout))
             return
         if not self.sessions.is_live(sid) or req.passwd != session_password(sid):
             self.log(f"invalid session 0x{sid & 0xFFFFFFFFFFFFFFFF:x} for client {conn.ip}:{conn.port}, probably expired")
@@ -357,7 +308,7 @@ class ServerCore:
 
     def revalidated(self, session: int, valid: bool) -> None:
         """The leader's answer for a session that moved here."""
-        conn = self.pending_revalidation.pop(session, None)
+        conn = self._pending_revalidation.pop(session, None)
         if conn is None or conn.closing:
             return
         if not valid:
@@ -369,7 +320,7 @@ class ServerCore:
         previous = self.session_conn.get(session)
         if previous is not None and previous is not conn:
             self._close(previous, "client reconnected elsewhere")
-        self.touched[session] = conn.timeout_ms
+        self._touched[session] = conn.timeout_ms
         self._established(conn)
         self._process_frames(conn)
 
@@ -386,7 +337,7 @@ class ServerCore:
         conn.out.append(INT.pack(len(payload)) + payload)  # not _send: it goes out even to a closing connection
         conn.sent += 1
         self.stats.packets_sent += 1
-        self.dirty.add(conn)
+        self._dirty[conn] = None
 
     # ---- packets ----
 
@@ -397,7 +348,7 @@ class ServerCore:
         body = frame[8:]
         sid = conn.session_id
         if self.role == LEARNER:
-            self.touched[sid] = conn.timeout_ms
+            self._touched[sid] = conn.timeout_ms
         else:
             self.sessions.touch(sid, self.now_ms)
         if op == OpCode.AUTH:
@@ -431,13 +382,13 @@ class ServerCore:
         if op == OpCode.SYNC and self.next_zxid - 1 > self.tree.last_processed_zxid:
             # ZooKeeper queues a sync behind every write in flight, whichever session sent it
             read.after_zxid = self.next_zxid - 1
-            self.syncing.add(sid)
+            self._syncing.add(sid)
             queue = self.queues.setdefault(sid, deque())
         if op == OpCode.SYNC and self.quorum_sync:
             read.quorum_token = token = self._next_token
             self._next_token += 1
             self._quorum_waiting[token] = sid
-            self.quorum_checks.append(token)
+            self._out.append(CheckQuorum(token))
             queue = self.queues.setdefault(sid, deque())
         if queue is not None:
             queue.append(read)
@@ -491,7 +442,7 @@ class ServerCore:
             elif op in (OpCode.CLOSE_SESSION, OpCode.CREATE_SESSION):
                 request = INT.unpack_from(body, 0)[0] if op == OpCode.CREATE_SESSION else None
             else:
-                request = REQUEST_RECORDS[op].read(body, 0)[0]
+                request = WRITE_RECORDS[op].read(body, 0)[0]
             _check_null_paths(op, request)
             error = None
         except (ProtocolError, ValueError, IndexError, struct.error, KeyError) as exc:
@@ -517,7 +468,8 @@ class ServerCore:
         if op == OpCode.CLOSE_SESSION and error is None:
             self.sessions.set_closing(session)
         p = Proposal(hdr, txn, conn, xid, op, error, self.now_ms)
-        self.proposals.append(p)
+        self._unapplied.append(p)
+        self._out.append(Propose(hdr, txn))
         if conn is not None:
             self.queues.setdefault(session, deque()).append(p)
             conn.outstanding += 1
@@ -529,15 +481,15 @@ class ServerCore:
         self.queues.setdefault(conn.session_id, deque()).append(f)
         conn.outstanding += 1
         if op == OpCode.SYNC:
-            self.pending_syncs.append(f)
-        self.forward.append(ForwardRequest(conn.session_id, xid, op, body, tuple(conn.auth)))
+            self._pending_syncs.append(f)
+        self._out.append(Forward(conn.session_id, xid, op, body, tuple(conn.auth)))
 
     def sync_done(self) -> None:
         """The leader's SYNC for the oldest forwarded sync: answer it in its session's order."""
-        if not self.pending_syncs:
+        if not self._pending_syncs:
             self.log("SYNC from the leader with no sync pending")
             return
-        f = self.pending_syncs.popleft()
+        f = self._pending_syncs.popleft()
         f.done = True
         self._drain_queue(f.conn.session_id)
 
@@ -550,7 +502,7 @@ class ServerCore:
             self.sessions.add(session, txn.timeOut, self.now_ms)
         elif hdr.type == OpCode.CLOSE_SESSION:
             self.sessions.remove(session)
-            self.touched.pop(session, None)
+            self._touched.pop(session, None)
         queue = self.queues.get(session)
         head = queue[0] if queue else None
         if not isinstance(head, Forwarded) or head.op == OpCode.SYNC or head.xid != hdr.cxid:
@@ -578,8 +530,8 @@ class ServerCore:
 
     def take_touches(self) -> list[tuple[int, int]]:
         """Learner: the sessions seen since the last PING reply, with their timeouts."""
-        out = list(self.touched.items())
-        self.touched.clear()
+        out = list(self._touched.items())
+        self._touched.clear()
         return out
 
     # ---- leader: learners' requests ----
@@ -618,9 +570,13 @@ class ServerCore:
     # ---- after persistence ----
 
     def apply_persisted(self, count: int) -> None:
-        """The first ``count`` proposals are durable: apply them and answer in order."""
-        batch, self.proposals = self.proposals[:count], self.proposals[count:]
-        for p in batch:
+        """The first ``count`` txns handed over as `Propose` are durable: apply them and answer in order."""
+        if count > self._handed:
+            raise AssertionError(f"apply_persisted({count}) with {self._handed} txns handed over")
+        self._handed -= count
+        unapplied = self._unapplied
+        for _ in range(count):
+            p = unapplied.popleft()
             try:
                 self._apply(p)
             except Exception:  # a bug must not stall every later write: log it loudly, drop the client
@@ -632,7 +588,7 @@ class ServerCore:
                     if queue and queue[0] is p:
                         queue.popleft()
                     self._drain_queue(p.hdr.clientId)
-        for session in list(self.syncing):
+        for session in list(self._syncing):
             self._drain_queue(session)
 
     def _apply(self, p: Proposal) -> None:
@@ -679,12 +635,12 @@ class ServerCore:
             if head.quorum_token in self._quorum_waiting:
                 return
             if head.after_zxid > applied:
-                self.syncing.add(session)  # a sync still waits for earlier writes: drain again after them
+                self._syncing.add(session)  # a sync still waits for earlier writes: drain again after them
                 return
             queue.popleft()
             head.conn.outstanding -= 1
             self._run_read(head)
-        self.syncing.discard(session)
+        self._syncing.discard(session)
         if queue is not None and not queue:
             del self.queues[session]
 
@@ -694,7 +650,7 @@ class ServerCore:
             return
         self.tree.events = []
         for ev in events:
-            payload = _NOTIFY_HEADER + WatcherEvent(ev.type, KeeperState.SYNC_CONNECTED, ev.path).to_bytes()
+            payload = event_payload(ev.type, ev.path)
             for watcher in ev.watchers:
                 conn = self.connections.get(watcher)
                 if conn is None or conn.closing:
@@ -728,7 +684,7 @@ class ServerCore:
             self._send(conn, ReplyHeader(p.xid, zxid, 0).to_bytes() + body)
         if op == OpCode.CLOSE_SESSION:
             conn.close("closeSession")
-            self.dirty.add(conn)
+            self._dirty[conn] = None
 
     @staticmethod
     def _multi_result(sub: TxnResult) -> OpResult:
@@ -760,7 +716,7 @@ class ServerCore:
             self._send(conn, _REPLY_HEADER.pack(Xid.PING, zxid, 0))
             return
         try:
-            body = self._read_op(conn, op, r.body)
+            body = run_read(self.tree, conn, op, r.body, lambda payload: self._send(conn, payload))
             err = 0
         except ZookeeperError as exc:
             body, err = b"", int(exc.code)
@@ -771,189 +727,6 @@ class ServerCore:
             body, err = b"", int(Code.MARSHALLINGERROR)
         self._account(conn, r.xid, op, zxid, r.received_ms)
         self._send(conn, _REPLY_HEADER.pack(r.xid, zxid, err) + body)
-
-    def _read_op(self, conn: Connection, op: int, body: bytes) -> bytes:
-        tree = self.tree
-        if op == OpCode.GET_DATA:
-            path, pos = read_ustring(body, 0)
-            watch = body[pos]
-            node = self._readable(path, conn)
-            if watch:
-                tree.add_watch(path, conn.conn_id, data=True)
-            data = node.data
-            if data is None:
-                return b"\xff\xff\xff\xff" + node.stat_bytes()
-            return INT.pack(len(data)) + data + node.stat_bytes()
-        if op == OpCode.EXISTS:
-            req2 = ExistsRequest.read(body, 0)[0]
-            path = req2.path
-            if path is not None and "\0" in path:
-                raise BadArgumentsError()
-            maybe = self._node_at(path)
-            if maybe is not None:
-                check_acl(maybe.acl, Perms.READ, conn.auth)
-            if req2.watch:
-                tree.add_watch(path, conn.conn_id, data=True)
-            if maybe is None:
-                raise NoNodeError()
-            return maybe.stat_bytes()
-        if op in (OpCode.GET_CHILDREN, OpCode.GET_CHILDREN2):
-            cls = GetChildrenRequest if op == OpCode.GET_CHILDREN else GetChildren2Request
-            req3 = cls.read(body, 0)[0]
-            node = self._readable(req3.path, conn)
-            if req3.watch:
-                tree.add_watch(req3.path, conn.conn_id, data=False)
-            children = list(node.children)
-            if op == OpCode.GET_CHILDREN:
-                return GetChildrenResponse(children).to_bytes()
-            return GetChildren2Response(children, node.stat()).to_bytes()
-        if op == OpCode.GET_ALL_CHILDREN_NUMBER:
-            path = GetAllChildrenNumberRequest.read(body, 0)[0].path
-            self._readable(path, conn)
-            return GetAllChildrenNumberResponse(tree.all_children_number(path)).to_bytes()
-        if op == OpCode.GET_ACL:
-            path = GetACLRequest.read(body, 0)[0].path
-            acl_node = self._node_at(path)
-            if acl_node is None:
-                raise NoNodeError()
-            check_acl(acl_node.acl, Perms.READ | Perms.ADMIN, conn.auth)
-            acl = list(acl_node.acl)
-            if not has_permission(acl_node.acl, Perms.ADMIN, conn.auth):
-                acl = [ACL(a.perms, Id(a.id.scheme, a.id.id.split(":", 1)[0] + ":x")) if a.id.scheme == "digest" else a
-                       for a in acl]
-            return GetACLResponse(acl, acl_node.stat()).to_bytes()
-        if op == OpCode.SYNC:
-            return SyncResponse(SyncRequest.read(body, 0)[0].path).to_bytes()
-        if op in (OpCode.SET_WATCHES, OpCode.SET_WATCHES2):
-            self._set_watches(conn, op, body)
-            return b""
-        if op == OpCode.ADD_WATCH:
-            req4 = AddWatchRequest.read(body, 0)[0]
-            mode = RECURSIVE if req4.mode == AddWatchMode.PERSISTENT_RECURSIVE else PERSISTENT
-            if req4.mode not in (AddWatchMode.PERSISTENT, AddWatchMode.PERSISTENT_RECURSIVE):
-                raise ProtocolError(f"unsupported addWatch mode {req4.mode}")
-            tree.add_watch(req4.path, conn.conn_id, True, mode)
-            tree.add_watch(req4.path, conn.conn_id, False, mode)
-            return ErrorResponse(0).to_bytes()
-        if op in (OpCode.CHECK_WATCHES, OpCode.REMOVE_WATCHES):
-            cls2 = CheckWatchesRequest if op == OpCode.CHECK_WATCHES else RemoveWatchesRequest
-            req5 = cls2.read(body, 0)[0]
-            try:
-                wtype = WatcherType(req5.type)
-            except ValueError:
-                raise ProtocolError(f"unsupported watcher type {req5.type}") from None
-            if op == OpCode.CHECK_WATCHES and (req5.path is None or (req5.path and "/" not in req5.path)):
-                # ZooKeeper fails to walk the parents of such a path: a marshalling error
-                raise ProtocolError("null path" if req5.path is None else f"checkWatches path {req5.path!r} has no parent")
-            tables = {WatcherType.CHILDREN: (tree.child_watches,), WatcherType.DATA: (tree.data_watches,),
-                      WatcherType.ANY: (tree.child_watches, tree.data_watches)}[wtype]
-            if op == OpCode.CHECK_WATCHES:
-                # 3.8's WatchManager.containsWatcher answers for the path, not the caller: found when
-                # any session watches it in that table (3.9's ZOOKEEPER-4466 checks the caller only)
-                found = any(t.by_path.get(req5.path) for t in tables)
-            else:
-                found = False
-                for t in tables:
-                    found = t.remove(req5.path, conn.conn_id) or found
-            if not found:
-                raise NoWatcherError()
-            return b""
-        if op == OpCode.WHO_AM_I:
-            infos = [ClientInfo(i.scheme, _user_name(i)) for i in conn.auth]
-            return WhoAmIResponse(infos).to_bytes()
-        if op == OpCode.GET_EPHEMERALS:
-            prefix = GetEphemeralsRequest.read(body, 0)[0].prefixPath
-            mine = sorted(tree.ephemerals.get(conn.session_id, ()))
-            if prefix and prefix.strip() not in ("", "/"):
-                mine = [p for p in mine if p.startswith(prefix)]
-            return GetEphemeralsResponse(mine).to_bytes()
-        if op == OpCode.MULTI_READ:
-            return self._multi_read(conn, body)
-        raise MarshallingError()
-
-    def _node_at(self, path: str | None) -> Node | None:
-        """The node a read names. ZooKeeper fails a null path with a marshalling error, and finds
-        the root under "" as well as "/" (its DataTree keys the root both ways)."""
-        if path is None:
-            raise ProtocolError("null path")
-        return self.tree.get(path or "/")
-
-    def _readable(self, path: str, conn: Connection) -> Node:
-        node = self._node_at(path)
-        if node is None:
-            raise NoNodeError()
-        check_acl(node.acl, Perms.READ, conn.auth)
-        return node
-
-    def _multi_read(self, conn: Connection, body: bytes) -> bytes:
-        ops = read_multi_request(body, 0)[0]
-        results: list[OpResult] = []
-        for o in ops:
-            if o.type not in (OpCode.GET_DATA, OpCode.GET_CHILDREN):
-                raise ProtocolError(f"invalid type of readOp {o.type}")
-            try:
-                node = self._readable(o.request.path, conn)
-            except ZookeeperError as exc:
-                results.append(OpResult(OpCode.ERROR, int(exc.code)))
-                continue
-            # the watch flag of a multiRead op is ignored: ZooKeeper rebuilds each op as
-            # Op.getData/getChildren(path), which never watch
-            if o.type == OpCode.GET_DATA:
-                results.append(OpResult(o.type, 0, data=node.data, stat=node.stat()))
-            else:
-                results.append(OpResult(o.type, 0, children=list(node.children)))
-        out = bytearray()
-        write_multi_response(out, results)
-        return bytes(out)
-
-    def _set_watches(self, conn: Connection, op: int, body: bytes) -> None:
-        """Re-register a reconnecting client's watches, firing what changed since relativeZxid."""
-        tree = self.tree
-        if op == OpCode.SET_WATCHES:
-            sw: Any = SetWatches.read(body, 0)[0]
-            persistent: list[str] = []
-            recursive: list[str] = []
-        else:
-            sw = SetWatches2.read(body, 0)[0]
-            persistent, recursive = sw.persistentWatches, sw.persistentRecursiveWatches
-        if None in (*sw.dataWatches, *sw.existWatches, *sw.childWatches, *persistent, *recursive):
-            raise ProtocolError("null path in setWatches")
-        rel = sw.relativeZxid
-        wid = conn.conn_id
-
-        def fire(etype: int, path: str, acl: tuple[ACL, ...] | None) -> None:
-            if acl is not None and not has_permission(acl, Perms.READ, conn.auth):
-                return
-            self._send(conn, _NOTIFY_HEADER + WatcherEvent(etype, KeeperState.SYNC_CONNECTED, path).to_bytes())
-
-        for path in sw.dataWatches:
-            node = tree.get(path)
-            if node is None:
-                fire(EventType.NODE_DELETED, path, None)
-            elif node.mzxid > rel:
-                fire(EventType.NODE_DATA_CHANGED, path, node.acl)
-            else:
-                tree.add_watch(path, wid, data=True)
-        for path in sw.existWatches:
-            node = tree.get(path)
-            if node is not None:
-                fire(EventType.NODE_CREATED, path, node.acl)
-            else:
-                tree.add_watch(path, wid, data=True)
-        for path in sw.childWatches:
-            node = tree.get(path)
-            if node is None:
-                fire(EventType.NODE_DELETED, path, None)
-            elif node.pzxid > rel:
-                fire(EventType.NODE_CHILDREN_CHANGED, path, node.acl)
-            else:
-                tree.add_watch(path, wid, data=False)
-        for path in persistent:
-            tree.add_watch(path, wid, True, PERSISTENT)
-            tree.add_watch(path, wid, False, PERSISTENT)
-        for path in recursive:
-            tree.add_watch(path, wid, True, RECURSIVE)
-            tree.add_watch(path, wid, False, RECURSIVE)
 
     # ---- time passes ----
 
@@ -986,12 +759,27 @@ class ServerCore:
                 out.append(path)
         return out
 
-    # ---- shell helpers ----
+    # ---- output ----
 
-    def take_dirty(self) -> list[Connection]:
-        dirty = list(self.dirty)
-        self.dirty.clear()
-        return dirty
+    def ready(self) -> list[ServerOutput]:
+        """Everything produced since the last call, in order, then an `Output` for each connection
+        that has bytes to write or is closing."""
+        out, self._out = self._out, []
+        if self._dirty:
+            out.extend(Output(conn) for conn in self._dirty)
+            self._dirty.clear()
+        self._handed = len(self._unapplied)
+        return out
+
+    def handed_txns(self) -> list[tuple[TxnHeader, Any]]:
+        """The txns handed over as `Propose` and not applied yet, in zxid order (a leader whose
+        term ends has them on disk: the next term starts with them applied)."""
+        return [(p.hdr, p.txn) for p in itertools.islice(self._unapplied, self._handed)]
+
+    @property
+    def unapplied(self) -> int:
+        """Txns proposed and not applied yet."""
+        return len(self._unapplied)
 
     @property
     def outstanding(self) -> int:
@@ -1060,11 +848,3 @@ def _check_null_paths(op: int, request: Any) -> None:
             raise ProtocolError("null path in multi")
     elif op in _NULL_PATH_FAILS and request.path is None:
         raise ProtocolError("null path")
-
-
-def _user_name(ident: Id) -> str:
-    if ident.scheme == "digest":
-        return ident.id.split(":")[0]
-    if ident.scheme == "ip":
-        return ident.id
-    return ""

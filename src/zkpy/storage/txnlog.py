@@ -463,6 +463,11 @@ def _show_txn(op: int, txn: Record) -> str:
     return " ".join(f"{n}={_show(getattr(txn, n))}" for n, _ in txn.JUTE_FIELDS)
 
 
+def describe_txn(txn_type: int, txn: Record) -> str:
+    """A txn's type (as Request.op2String names it) and its fields."""
+    return f"{_OP_NAMES.get(txn_type, f'unknown({txn_type})')} {_show_txn(txn_type, txn)}"
+
+
 def describe_entry(entry: LogEntry) -> str:
     """One line per txn, in the spirit of TxnLogToolkit: time (UTC), session, cxid, zxid,
     type and the txn's fields; data as a quoted string when printable UTF-8, else hex."""
@@ -473,8 +478,7 @@ def describe_entry(entry: LogEntry) -> str:
     except (OverflowError, ValueError, OSError):
         when = f"time={hdr.time}"
     line = (f"{when} session 0x{hdr.clientId & _MASK64:x} cxid 0x{hdr.cxid & _MASK64:x}"
-            f" zxid 0x{hdr.zxid & _MASK64:x} {_OP_NAMES.get(hdr.type, f'unknown({hdr.type})')} "
-            f"{_show_txn(hdr.type, entry.txn)}")
+            f" zxid 0x{hdr.zxid & _MASK64:x} {describe_txn(hdr.type, entry.txn)}")
     if entry.digest is not None:
         line += f" digest={entry.digest.version}:0x{entry.digest.treeDigest & _MASK64:x}"
     return line

@@ -254,7 +254,7 @@ class Cluster:
             return False
         lt = leader.term
         assert isinstance(lt, LeaderTerm) and lt.core is not None
-        if lt.zab.outstanding or lt.core.proposals or lt.logging:
+        if lt.zab.outstanding or lt.core.unapplied or lt.logging:
             return False
         h = leader.history
         members = set(only) if only is not None else set(self.nodes)

@@ -24,6 +24,7 @@ from zkpy.quorum.election import Decision, Election
 from zkpy.quorum.election import LearnerType as ElectionLearnerType
 from zkpy.quorum.sync import DEFAULT_COMMITTED_LOG, LoggedTxn
 from zkpy.quorum.verifier import config_string
+from zkpy.server.connection import Connection
 from zkpy.storage.disk import join
 from zkpy.storage.epochs import Epochs, load_epochs, write_epoch
 from zkpy.storage.files import DataDirs
@@ -78,7 +79,7 @@ class SimNode:
         self.snap_history: dict[str, tuple[int, ...]] = {}  # snapshot path -> history of the tree it holds
         self.term_seq = 0
         self.fsync_ms: tuple[int, int] | None = None  # this server's fsync latency, if not the cluster's
-        self.client_links: list[Link] = []  # real clients' connections to this server (sessions.py)
+        self.client_links: dict[int, Link] = {}  # real clients' connections to this server, by conn id (sessions.py)
 
     # ------------------------------------------------------------ events
 
@@ -110,23 +111,22 @@ class SimNode:
                 term.flush()
             if term.ended is not None:
                 self._end_term(term.ended)
-        self.write_clients()
 
-    def write_clients(self) -> None:
-        """What the pipeline wrote on its client connections goes out (one write each), as the
-        client port flushes after each loop turn."""
-        for link in list(self.client_links):
-            conn = link.conn
-            if conn.out or conn.closing:
-                data = b"".join(conn.out)
-                conn.out.clear()
-                if conn.closing:
-                    self.client_links.remove(link)
-                self.c.sessions.delivered(link, data, conn.closing)
+    def client_output(self, conn: Connection) -> None:
+        """The pipeline's `Output`: what it wrote on a client connection goes out in one write
+        (and the connection closes after it, if it is closing), as the client port does."""
+        link = self.client_links.get(conn.conn_id)
+        if link is None or link.conn is not conn:
+            return
+        data = b"".join(conn.out)
+        conn.out.clear()
+        if conn.closing:
+            del self.client_links[conn.conn_id]
+        self.c.sessions.delivered(link, data, conn.closing)
 
     def close_clients(self) -> None:
         """Every client connection is closed (the term ended, or the process died)."""
-        links, self.client_links = self.client_links, []
+        links, self.client_links = list(self.client_links.values()), {}
         for link in links:
             self.c.sched.after(1, self.c.sessions.server_closed, link)
 

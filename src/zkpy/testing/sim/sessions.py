@@ -214,7 +214,7 @@ class Sessions:
         link = Link(client, node, server, server.open(self._conn_ids, f"10.1.0.{client.index}", 40000 + client.index),
                     node.incarnation)
         client.link = link
-        node.client_links.append(link)
+        node.client_links[link.conn.conn_id] = link
         self._send(client, core.connection_made(self.c.sched.now))
 
     def _drop(self, client: SessionClient, why: str) -> None:
@@ -224,8 +224,8 @@ class Sessions:
         link.open = False
         client.link = None
         node = link.node
-        if link in node.client_links:
-            node.client_links.remove(link)
+        if node.client_links.get(link.conn.conn_id) is link:
+            del node.client_links[link.conn.conn_id]
             node.post(1, link.core.disconnected, link.conn)
         self._events(client, client.core.connection_lost())
         client.inflight.clear()

@@ -127,6 +127,8 @@ class _Term:
             self._serving(effect.epoch)
         elif isinstance(effect, fx.EndTerm):
             self.end(effect.reason)
+        elif isinstance(effect, fx.Output):
+            node.client_output(effect.conn)
         elif isinstance(effect, fx.Applied):
             self._applied(effect)
         elif isinstance(effect, fx.Logged):
@@ -172,7 +174,6 @@ class _Term:
         if not self.current():
             return
         self._time()
-        self.member.flush()
         self.pump()
 
     def tick(self) -> None:
@@ -275,9 +276,14 @@ class LeaderTerm(_Term):
         if isinstance(effect, fx.PacketIn) and effect.packet.type == PacketType.FOLLOWERINFO \
                 and self.zab.phase is not zl.Phase.DISCOVERY and zxid_epoch(effect.packet.zxid) > self.zab.epoch:
             self.c.stats["leader_yields"] += 1  # the core steps down (counted for the tests)
-        if isinstance(effect, fx.Proposed) and self.zab.phase is zl.Phase.STOPPED:
-            self.c.stats["propose_after_stop"] += 1  # the core ignores it (the term is over)
         super().execute(effect)
+
+    def tick(self) -> None:
+        server = self.member.server
+        before = server.unapplied if server is not None else 0
+        super().tick()
+        if server is not None and self.zab.phase is zl.Phase.STOPPED and server.unapplied > before:
+            self.c.stats["expiry_as_leader_stops"] += 1  # the tick that ended the term expired a session
 
     def _io(self, effect: fx.Effect) -> None:
         if isinstance(effect, fx.Send):
