@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import grimp
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -42,6 +44,17 @@ def test_import_layers_hold() -> None:
     assert lint, "import-linter is part of the test extras"
     result = subprocess.run([lint], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_no_import_cycle_in_the_package() -> None:
+    """Modules import one way, type hints included: a cycle hides which module is built on which.
+    A module's strongly connected component is what it imports that also imports it."""
+    graph = grimp.build_graph("zkpy", include_external_packages=False, exclude_type_checking_imports=False,
+                              cache_dir=None)
+    components = {frozenset({m} | (graph.find_upstream_modules(m) & graph.find_downstream_modules(m)))
+                  for m in graph.modules}
+    cycles = sorted(sorted(c) for c in components if len(c) > 1)
+    assert not cycles, "import cycles: " + "; ".join(", ".join(c) for c in cycles)
 
 
 def test_mypy_is_clean() -> None:

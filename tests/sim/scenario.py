@@ -75,4 +75,4 @@ class Script:
 
     def final(self) -> None:
         self.converge()
-        self.c.checker.final(expect_no_sessions=False)
+        self.c.check_final(expect_no_sessions=False)

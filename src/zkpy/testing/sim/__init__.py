@@ -10,13 +10,19 @@ and run leader and learner terms as ``runtime.peer`` does (``terms``), clients (
 and invariants checked as the run goes (``checker``), put together in ``cluster``. Every random choice comes from one ``random.Random(seed)``: a failing seed
 replays exactly (``ZKPY_SIM_SEED=<n> pytest tests/sim`` reruns one).
 
+Each module imports only the ones below it (scheduler, disk, network, config, workload,
+checker, terms, sessions, node, cluster), so each can be read and tested without the ones
+above; where a lower one works with a higher one's objects (a term with its server, the
+clients with the cluster), it states what it uses of them in a small ``Protocol``.
+
 Not modelled: observers, reconfiguration, fuzzy snapshots (snapshots are taken whole, at the
 log roll), disk errors (ENOSPC/EIO), clients' reads and watches, and session moves between
 servers (revalidation).
 """
 
 from .checker import InvariantViolation
-from .cluster import FAULT_KINDS, Cluster, LivenessFailure, RunResult, SimConfig, run_seed
+from .cluster import FAULT_KINDS, Cluster, LivenessFailure, RunResult, run_seed
+from .config import SimConfig
 from .network import DelayModel
 
 __all__ = [

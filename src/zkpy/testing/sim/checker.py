@@ -27,15 +27,15 @@ created is on every server; once every session has expired, no server holds an e
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 from zkpy.ids import zxid_counter, zxid_epoch
 from zkpy.storage.epochs import ACCEPTED_EPOCH, CURRENT_EPOCH
 from zkpy.tree.datatree import DataTree
 
-if TYPE_CHECKING:
-    from .cluster import Cluster
-    from .node import SimNode
+from .scheduler import Scheduler
+from .workload import Write
 
 
 class InvariantViolation(AssertionError):
@@ -46,9 +46,23 @@ def zx(zxid: int) -> str:
     return f"0x{zxid_epoch(zxid):x}.{zxid_counter(zxid)}"
 
 
+class Replica(Protocol):
+    """What the checker reads of a server (``node.SimNode``)."""
+
+    @property
+    def sid(self) -> int: ...
+
+    @property
+    def history(self) -> list[int]: ...
+
+    @property
+    def tree(self) -> DataTree | None: ...
+
+
 class Checker:
-    def __init__(self, cluster: Cluster) -> None:
-        self.c = cluster
+    def __init__(self, seed: int, sched: Scheduler) -> None:
+        self.seed = seed
+        self.sched = sched
         self.proposed: dict[int, bytes] = {}
         self.committed: list[int] = []
         self.committed_index: dict[int, int] = {}
@@ -58,18 +72,18 @@ class Checker:
         self.checks = 0
 
     def fail(self, message: str) -> None:
-        raise InvariantViolation(f"seed {self.c.seed} at t={self.c.sched.now}ms: {message}")
+        raise InvariantViolation(f"seed {self.seed} at t={self.sched.now}ms: {message}")
 
     # ------------------------------------------------------------ txns
 
-    def on_propose(self, node: SimNode, zxid: int, payload: bytes) -> None:
+    def on_propose(self, node: Replica, zxid: int, payload: bytes) -> None:
         self.checks += 1
         prev = self.proposed.get(zxid)
         if prev is not None and prev != payload:
             self.fail(f"server {node.sid} proposed zxid {zx(zxid)} again with a different txn")
         self.proposed[zxid] = payload
 
-    def check_txn(self, node: SimNode, zxid: int, payload: bytes, what: str) -> None:
+    def check_txn(self, node: Replica, zxid: int, payload: bytes, what: str) -> None:
         self.checks += 1
         prev = self.proposed.get(zxid)
         if prev is None:
@@ -77,10 +91,10 @@ class Checker:
         elif prev != payload:
             self.fail(f"server {node.sid} {what} zxid {zx(zxid)} with another txn than the one proposed")
 
-    def on_tree(self, node: SimNode, tree: DataTree) -> None:
+    def on_tree(self, node: Replica, tree: DataTree) -> None:
         self.on_digest(node, tree.last_processed_zxid, tree.digest)
 
-    def on_digest(self, node: SimNode, z: int, digest: int) -> None:
+    def on_digest(self, node: Replica, z: int, digest: int) -> None:
         """A tree of ``node`` was at zxid ``z`` with ``digest``: every tree at ``z`` has it."""
         self.checks += 1
         seen = self.digests.get(z)
@@ -96,7 +110,7 @@ class Checker:
             self.committed_index[history[i]] = i
         self.committed = list(history)
 
-    def on_established(self, node: SimNode, epoch: int, history: list[int]) -> None:
+    def on_established(self, node: Replica, epoch: int, history: list[int]) -> None:
         self.checks += 1
         other = self.leaders.get(epoch)
         if other is not None and other != node.sid:
@@ -121,7 +135,7 @@ class Checker:
         if len(history) > len(c):
             self._extend(history)
 
-    def on_leader_commit(self, node: SimNode, history: list[int]) -> None:
+    def on_leader_commit(self, node: Replica, history: list[int]) -> None:
         self.checks += 1
         i = len(history) - 1
         z = history[i]
@@ -136,7 +150,7 @@ class Checker:
         else:
             self.fail(f"leader {node.sid} committed {zx(z)} at position {i}, past the committed history ({len(c)})")
 
-    def on_learner_apply(self, node: SimNode, history: list[int], serving: bool) -> None:
+    def on_learner_apply(self, node: Replica, history: list[int], serving: bool) -> None:
         if not serving:
             return  # applied while synchronising: committed once the leader establishes
         self.checks += 1
@@ -147,7 +161,7 @@ class Checker:
             self.fail(f"serving learner {node.sid} applied {zx(history[i])} at position {i} where the committed "
                       f"history holds {held}")
 
-    def on_serve(self, node: SimNode, epoch: int, history: list[int]) -> None:
+    def on_serve(self, node: Replica, epoch: int, history: list[int]) -> None:
         self.checks += 1
         c = self.committed
         if history != c[:len(history)]:
@@ -157,7 +171,7 @@ class Checker:
             self.fail(f"learner {node.sid} serves epoch {epoch} with a tree that is not a prefix of the committed "
                       f"history: at position {bad} it has {got}, committed is {held}")
 
-    def on_session_closed(self, node: SimNode, tree: DataTree, session: int) -> None:
+    def on_session_closed(self, node: Replica, tree: DataTree, session: int) -> None:
         self.checks += 1
         if tree.ephemerals.get(session):
             self.fail(f"server {node.sid}: session 0x{session:x} closed but still owns "
@@ -165,7 +179,7 @@ class Checker:
 
     # ------------------------------------------------------------ epochs
 
-    def on_epoch(self, node: SimNode, name: str, value: int) -> None:
+    def on_epoch(self, node: Replica, name: str, value: int) -> None:
         self.checks += 1
         key = (node.sid, name)
         prev = self.epochs.get(key)
@@ -179,10 +193,10 @@ class Checker:
 
     # ------------------------------------------------------------ the end
 
-    def final(self, expect_no_sessions: bool) -> None:
-        c = self.c
-        nodes = list(c.nodes.values())
-        leader = c.leader()
+    def final(self, nodes: Sequence[Replica], leader: Replica | None, acked: Iterable[Write],
+              expect_no_sessions: bool) -> None:
+        """The healed, converged ensemble: ``nodes``, with ``leader`` established, after the
+        workload saw ``acked`` acknowledged."""
         if leader is None:
             self.fail("no established leader at the end")
         for node in nodes:
@@ -195,7 +209,7 @@ class Checker:
             if node.tree.digest != leader.tree.digest:  # type: ignore[union-attr]
                 self.fail(f"server {node.sid} ends with digest 0x{node.tree.digest:x}, the leader with "
                           f"0x{leader.tree.digest:x}")  # type: ignore[union-attr]
-        for w in c.workload.acked():
+        for w in acked:
             assert w.zxid is not None
             if w.zxid not in self.committed_index:
                 self.fail(f"acknowledged write {w.describe()} at {zx(w.zxid)} is not in the committed history")

@@ -22,7 +22,7 @@ from __future__ import annotations
 import random
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from zkpy.quorum.verifier import QuorumMaj
@@ -30,48 +30,21 @@ from zkpy.wire.jute import Record
 from zkpy.wire.quorum import PacketType, QuorumPacket
 
 from .checker import Checker, InvariantViolation
+from .config import SimConfig as SimConfig  # also importable from here, where it used to live
 from .network import DelayModel, Network
 from .node import SimNode
 from .scheduler import Scheduler
 from .sessions import Sessions
-from .terms import LeaderTerm, LearnerTerm
+from .terms import LeaderTerm, LearnerTerm, Peer
 from .workload import Client, Workload
 
 FAULT_KINDS = ("delay", "reorder", "drop", "partition", "crash", "torn", "pause")
 
-# Deviations of the simulated shell from runtime.peer that step around core bugs found by the
-# simulator, so random runs go on finding others. Each has a regression test that runs without
-# it; remove it once the bug is fixed. (None at the moment.)
-WORKAROUNDS: frozenset[str] = frozenset()
-
-PacketHook = Callable[["SimNode", int, QuorumPacket], None]
+PacketHook = Callable[[Peer, int, QuorumPacket], None]
 
 
 class LivenessFailure(AssertionError):
     """The healed ensemble did not converge in time (a stuck state: possibly a bug)."""
-
-
-@dataclass(frozen=True, slots=True)
-class SimConfig:
-    """One simulated ensemble: its size, zoo.cfg-like timing (tickTime, initLimit, syncLimit in
-    ticks), the clients' session timeout, when the log rolls (snapCount), the latency of fsyncs
-    and messages, the client load, and which workarounds the simulated shell applies."""
-
-    nodes: int = 3
-    observers: int = 0  # how many of the highest sids are observers (they never vote)
-    tick_ms: int = 200
-    init_limit: int = 10
-    sync_limit: int = 5
-    session_timeout_ms: int = 2000
-    snap_count: int = 40
-    prealloc_bytes: int = 16 * 1024
-    fsync_ms: tuple[int, int] = (1, 12)
-    delays: DelayModel = field(default_factory=DelayModel)
-    clients: int = 3
-    client_interval_ms: tuple[int, int] = (20, 200)
-    session_clients: int = 0  # real clients (sessions.py) beside the workload's writers
-    quorum_sync: bool = False  # zkpy.quorumSync
-    workarounds: frozenset[str] = WORKAROUNDS
 
 
 @dataclass(slots=True)
@@ -96,11 +69,9 @@ class Cluster:
         sids = list(range(1, self.config.nodes + 1))
         voters = len(sids) - self.config.observers
         self.verifier = QuorumMaj.of(sids[:voters], sids[voters:])
-        self.net = Network(self, self.rng, self.config.delays)
-        self.nodes: dict[int, SimNode] = {}
-        for sid in sids:
-            self.nodes[sid] = SimNode(self, sid)
-        self.checker = Checker(self)
+        self.nodes = {sid: SimNode(self, sid) for sid in sids}
+        self.net = Network(self.sched, self.nodes, self.rng, self.config.delays)
+        self.checker = Checker(seed, self.sched)
         self.workload = Workload(self, self.rng, self.config.clients, self.config.session_timeout_ms,
                                  self.config.client_interval_ms)
         self.sessions = Sessions(self, self.config.session_clients, self.config.session_timeout_ms)
@@ -113,15 +84,11 @@ class Cluster:
     def trace_event(self, sid: int, what: str, detail: Any) -> None:
         self.trace.append((self.sched.now, sid, what, detail))
 
-    def fsync_delay(self, node: SimNode | None = None) -> int:
-        span = node.fsync_ms if node is not None and node.fsync_ms is not None else self.config.fsync_ms
-        return self.rng.randint(*span)
-
-    def packet_received(self, node: SimNode, peer: int, packet: QuorumPacket) -> None:
+    def packet_received(self, node: Peer, peer: int, packet: QuorumPacket) -> None:
         for hook in self.packet_hooks:
             hook(node, peer, packet)
 
-    def packet_sent(self, node: SimNode, peer: int, packet: QuorumPacket) -> None:
+    def packet_sent(self, node: Peer, peer: int, packet: QuorumPacket) -> None:
         t = packet.type
         if t in (PacketType.DIFF, PacketType.TRUNC, PacketType.SNAP, PacketType.NEWLEADER):
             self.trace_event(node.sid, f"send {PacketType(t).name}->{peer}", hex(packet.zxid))
@@ -271,6 +238,10 @@ class Cluster:
             return False
         return True
 
+    def check_final(self, expect_no_sessions: bool) -> None:
+        """``Checker.final`` on the ensemble as it is now (converged)."""
+        self.checker.final(list(self.nodes.values()), self.leader(), self.workload.acked(), expect_no_sessions)
+
     def describe(self) -> str:
         lines = [f"seed {self.seed}: {self.config.nodes} servers, t={self.sched.now}ms, stats {dict(self.stats)}"]
         for sid, n in sorted(self.nodes.items()):
@@ -385,7 +356,7 @@ def _sync_crashes(cluster: Cluster, plan: Plan, p: float) -> PacketHook:
     """During the chaos window, now and then crash a server at a synchronisation step: right
     after it received (or its peer sent) a sync packet or the ack of a NEWLEADER."""
 
-    def hook(node: SimNode, peer: int, packet: QuorumPacket) -> None:
+    def hook(node: Peer, peer: int, packet: QuorumPacket) -> None:
         rng = cluster.rng
         if cluster.sched.now >= plan.chaos_end_ms:
             return
@@ -430,7 +401,7 @@ def run_seed(seed: int, *, nodes: int | None = None, faults: Iterable[str] | Non
         if not cluster.run_until(lambda: cluster.converged(sessions_gone=True), converge_ms):
             raise LivenessFailure(f"seed {seed}: the healed ensemble did not converge within {converge_ms} ms\n"
                                   + cluster.describe())
-        cluster.checker.final(expect_no_sessions=True)
+        cluster.check_final(expect_no_sessions=True)
     except InvariantViolation as exc:
         raise InvariantViolation(f"{exc}\n{cluster.describe()}") from None
     return RunResult(seed, config, plan.faults, cluster.sched.now, cluster.sched.steps, cluster.stats,

@@ -25,12 +25,11 @@ from __future__ import annotations
 import itertools
 import random
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from .cluster import Cluster
+from .scheduler import Scheduler
 
 
 class QuorumEnd(Protocol):
@@ -75,9 +74,29 @@ class DelayModel:
         return rng.randint(self.low, self.high)
 
 
+class Host(Protocol):
+    """What the network needs of a server (``node.SimNode``): whether it runs, the term that
+    listens on its quorum port, and a way to hand it an event."""
+
+    @property
+    def alive(self) -> bool: ...
+
+    @property
+    def incarnation(self) -> int: ...
+
+    @property
+    def term(self) -> QuorumEnd | None: ...
+
+    def run_event(self, inc: int, fn: Callable[..., Any], *args: Any) -> None: ...
+
+    def on_notification(self, src: int, payload: bytes) -> None: ...
+
+
 class Network:
-    def __init__(self, cluster: Cluster, rng: random.Random, delays: DelayModel, split_p: float = 0.1) -> None:
-        self.c = cluster
+    def __init__(self, sched: Scheduler, hosts: Mapping[int, Host], rng: random.Random, delays: DelayModel,
+                 split_p: float = 0.1) -> None:
+        self.sched = sched
+        self.hosts = hosts
         self.rng = rng
         self.delays = delays
         self.split_p = split_p
@@ -111,7 +130,7 @@ class Network:
         for conn in list(self.conns.values()):
             if not self.reachable(conn.learner, conn.leader):
                 self.break_conn(conn, notify_p=notify_p, slow=True)
-        sids = sorted(self.c.nodes)
+        sids = sorted(self.hosts)
         for a, b in itertools.combinations(sids, 2):
             was = before is None or self._reach_in(before, a, b)
             if was and not self.reachable(a, b):
@@ -122,7 +141,7 @@ class Network:
         self.groups = None
         if before is None:
             return
-        for a, b in itertools.combinations(sorted(self.c.nodes), 2):
+        for a, b in itertools.combinations(sorted(self.hosts), 2):
             if not self._reach_in(before, a, b):
                 self.channel_up(a, b)
 
@@ -135,37 +154,37 @@ class Network:
     def connect(self, learner: int, leader: int, term: QuorumEnd) -> None:
         """Dial ``leader``'s quorum port for ``term``; it is told ``on_connected(conn)`` or
         ``on_connect_failed()``."""
-        inc = self.c.nodes[learner].incarnation
-        self.c.sched.after(self.delay(), self._connect_arrives, learner, inc, leader, term)
+        inc = self.hosts[learner].incarnation
+        self.sched.after(self.delay(), self._connect_arrives, learner, inc, leader, term)
 
     def _connect_arrives(self, learner: int, inc: int, leader: int, term: Any) -> None:
-        ln = self.c.nodes[learner]
+        ln = self.hosts[learner]
         if not ln.alive or ln.incarnation != inc:
             return
-        ld = self.c.nodes[leader]
+        ld = self.hosts[leader]
         lt = ld.term if ld.alive else None
         back = self.delay()
         if not self.reachable(learner, leader):
             # no answer to the SYN: the connect times out
-            self.c.sched.after(back + 500 + self.rng.randrange(500), ln.run_event, inc, term.on_connect_failed)
+            self.sched.after(back + 500 + self.rng.randrange(500), ln.run_event, inc, term.on_connect_failed)
             return
         accept = getattr(lt, "accept", None)  # only a leader's term listens on the quorum port
         if lt is None or accept is None:
-            self.c.sched.after(back, ln.run_event, inc, term.on_connect_failed)  # refused
+            self.sched.after(back, ln.run_event, inc, term.on_connect_failed)  # refused
             return
         conn = QConn(next(self._ids), learner, leader, {learner: term, leader: lt},
                      {learner: inc, leader: ld.incarnation})
         conn.last = {learner: 0, leader: 0}
         self.conns[conn.id] = conn
         ld.run_event(ld.incarnation, accept, conn)
-        conn.last[learner] = self.c.sched.now + back
-        self.c.sched.after(back, ln.run_event, inc, term.on_connected, conn)
+        conn.last[learner] = self.sched.now + back
+        self.sched.after(back, ln.run_event, inc, term.on_connected, conn)
 
     def send(self, conn: QConn, src: int, data: bytes, meta: Any = None) -> None:
         if not conn.open:
             return
         dst = conn.other(src)
-        now = self.c.sched.now
+        now = self.sched.now
         t = max(conn.last.get(dst, 0), now + self.delay())
         conn.last[dst] = t
         self.sent_packets += 1
@@ -173,15 +192,15 @@ class Network:
             conn.snap_meta.append(meta)
         if len(data) > 8 and self.rng.random() < self.split_p:
             cut = self.rng.randrange(1, len(data))
-            self.c.sched.at(t, self._deliver, conn, conn.gen, dst, data[:cut])
-            self.c.sched.at(t, self._deliver, conn, conn.gen, dst, data[cut:])
+            self.sched.at(t, self._deliver, conn, conn.gen, dst, data[:cut])
+            self.sched.at(t, self._deliver, conn, conn.gen, dst, data[cut:])
         else:
-            self.c.sched.at(t, self._deliver, conn, conn.gen, dst, data)
+            self.sched.at(t, self._deliver, conn, conn.gen, dst, data)
 
     def _deliver(self, conn: QConn, gen: int, dst: int, data: bytes) -> None:
         if conn.gen != gen:
             return
-        self.c.nodes[dst].run_event(conn.incs[dst], conn.ends[dst].on_data, conn, data)
+        self.hosts[dst].run_event(conn.incs[dst], conn.ends[dst].on_data, conn, data)
 
     def close(self, conn: QConn, by: int, abort: bool = False) -> None:
         """``by`` closes its side: gracefully (what it sent still arrives, then the close) or by
@@ -191,13 +210,13 @@ class Network:
         conn.open = False
         self.conns.pop(conn.id, None)
         other = conn.other(by)
-        now = self.c.sched.now
+        now = self.sched.now
         if abort:
             conn.gen += 1
             t = now + self.delay()
         else:
             t = max(conn.last.get(other, 0), now + self.delay())
-        self.c.sched.at(t, self._deliver_close, conn, other)
+        self.sched.at(t, self._deliver_close, conn, other)
 
     def break_conn(self, conn: QConn, notify_p: float = 0.7, slow: bool = False) -> None:
         """The connection breaks: in-flight bytes are lost; each side hears of it after a delay
@@ -210,10 +229,10 @@ class Network:
         for sid in (conn.learner, conn.leader):
             if self.rng.random() < notify_p:
                 d = self.delay() + (self.rng.randrange(3000) if slow else 0)
-                self.c.sched.after(d, self._deliver_close, conn, sid)
+                self.sched.after(d, self._deliver_close, conn, sid)
 
     def _deliver_close(self, conn: QConn, dst: int) -> None:
-        self.c.nodes[dst].run_event(conn.incs[dst], conn.ends[dst].on_close, conn)
+        self.hosts[dst].run_event(conn.incs[dst], conn.ends[dst].on_close, conn)
 
     def node_crashed(self, sid: int) -> None:
         for conn in list(self.conns.values()):
@@ -223,14 +242,14 @@ class Network:
                 self.conns.pop(conn.id, None)
                 other = conn.other(sid)
                 if self.rng.random() < 0.7:  # the kernel resets the connections of a dead process
-                    self.c.sched.after(self.delay(), self._deliver_close, conn, other)
-        for other in self.c.nodes:
+                    self.sched.after(self.delay(), self._deliver_close, conn, other)
+        for other in self.hosts:
             if other != sid:
                 self._reset_channel(sid, other)
                 self.latest.pop((sid, other), None)
 
     def node_started(self, sid: int) -> None:
-        for other in sorted(self.c.nodes):
+        for other in sorted(self.hosts):
             if other != sid:
                 self.channel_up(sid, other)
 
@@ -244,7 +263,7 @@ class Network:
         return (a, b) if a < b else (b, a)
 
     def _channel_is_up(self, a: int, b: int) -> bool:
-        na, nb = self.c.nodes[a], self.c.nodes[b]
+        na, nb = self.hosts[a], self.hosts[b]
         return na.alive and nb.alive and self.reachable(a, b)
 
     def send_notification(self, src: int, dst: int, payload: bytes) -> None:
@@ -254,17 +273,17 @@ class Network:
 
     def _transmit(self, src: int, dst: int, payload: bytes) -> None:
         key = self._pair(src, dst)
-        now = self.c.sched.now
+        now = self.sched.now
         t = max(self.elast.get((src, dst), 0), now + self.delay())
         self.elast[(src, dst)] = t
         self.sent_notifications += 1
-        self.c.sched.at(t, self._deliver_note, src, dst, self.c.nodes[dst].incarnation,
+        self.sched.at(t, self._deliver_note, src, dst, self.hosts[dst].incarnation,
                         self.egen.get(key, 0), payload)
 
     def _deliver_note(self, src: int, dst: int, inc: int, gen: int, payload: bytes) -> None:
         if self.egen.get(self._pair(src, dst), 0) != gen:
             return
-        node = self.c.nodes[dst]
+        node = self.hosts[dst]
         node.run_event(inc, node.on_notification, src, payload)
 
     def _reset_channel(self, a: int, b: int) -> None:
@@ -283,4 +302,4 @@ class Network:
     def drop_channel(self, a: int, b: int, reconnect_after_ms: int) -> None:
         """An election connection breaks; it comes back after a while and resends."""
         self._reset_channel(a, b)
-        self.c.sched.after(reconnect_after_ms, self.channel_up, a, b)
+        self.sched.after(reconnect_after_ms, self.channel_up, a, b)

@@ -15,8 +15,9 @@ remembered by path (``snap_history``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+import random
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from zkpy.config import LearnerType, QuorumConfig, QuorumServer, ServerConfig
 from zkpy.member.history import History
@@ -35,19 +36,35 @@ from zkpy.storage.txnlog import encode_payload, scan_log
 from zkpy.tree.datatree import DataTree
 from zkpy.wire.quorum import decode_notification, encode_notification, frame, read_frame
 
+from . import terms
 from .disk import SimDisk, SimLog
-from .sessions import Link
+from .scheduler import Scheduler
+from .sessions import Link, Sessions
 from .terms import LeaderTerm, LearnerTerm
-
-if TYPE_CHECKING:
-    from .cluster import Cluster
 
 WALL_EPOCH_MS = 1_700_000_000_000  # what the simulated wall clock reads at t=0
 TICK_INTERVAL_MS = 50  # the election's and the terms' timers
 
 
+class Ensemble(terms.Ensemble, Protocol):
+    """What a server uses of the ensemble (``cluster.Cluster``): what its terms use, and the clock,
+    the RNG, its peers and the real clients."""
+
+    @property
+    def sched(self) -> Scheduler: ...
+
+    @property
+    def rng(self) -> random.Random: ...
+
+    @property
+    def nodes(self) -> Mapping[int, SimNode]: ...
+
+    @property
+    def sessions(self) -> Sessions: ...
+
+
 class SimNode:
-    def __init__(self, cluster: Cluster, sid: int) -> None:
+    def __init__(self, cluster: Ensemble, sid: int) -> None:
         self.c = cluster
         self.sid = sid
         cfg = cluster.config
@@ -251,8 +268,12 @@ class SimNode:
     def new_log(self, on_durable: Callable[[int], None], on_roll: Callable[[], None]) -> SimLog:
         cfg = self.c.config
         return SimLog(self.disk, self.dirs.log_dir, prealloc_bytes=cfg.prealloc_bytes, snap_count=cfg.snap_count,
-                      rng=self.c.rng, post=self.post, fsync_delay=lambda: self.c.fsync_delay(self), on_durable=on_durable,
+                      rng=self.c.rng, post=self.post, fsync_delay=self._fsync_delay, on_durable=on_durable,
                       on_roll=on_roll)
+
+    def _fsync_delay(self) -> int:
+        span = self.fsync_ms if self.fsync_ms is not None else self.c.config.fsync_ms
+        return self.c.rng.randint(*span)
 
     # ------------------------------------------------------------ election
 

@@ -25,9 +25,11 @@ Clients are seeded from the cluster's RNG: a run replays exactly.
 
 from __future__ import annotations
 
-from collections import deque
+import random
+from collections import Counter, deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from zkpy.client.core import (
     ClientCore,
@@ -46,9 +48,10 @@ from zkpy.tree.acl import OPEN_ACL_UNSAFE
 from zkpy.wire.consts import CreateMode, EventType, OpCode
 from zkpy.wire.proto import CreateRequest, ExistsRequest, GetDataRequest, SetDataRequest, SyncRequest
 
-if TYPE_CHECKING:
-    from .cluster import Cluster
-    from .node import SimNode
+from .checker import Checker
+from .config import SimConfig
+from .scheduler import Scheduler
+from .terms import LeaderTerm, LearnerTerm
 
 CLIENT_PORT = 2181
 TICK_MS = 50
@@ -59,12 +62,67 @@ def host_of(sid: int) -> str:
     return f"10.0.0.{sid}"
 
 
+class Server(Protocol):
+    """What a client connection uses of a server (``node.SimNode``)."""
+
+    @property
+    def sid(self) -> int: ...
+
+    @property
+    def alive(self) -> bool: ...
+
+    @property
+    def paused(self) -> bool: ...
+
+    @property
+    def serving(self) -> bool: ...
+
+    @property
+    def incarnation(self) -> int: ...
+
+    @property
+    def term(self) -> LeaderTerm | LearnerTerm | None: ...
+
+    @property
+    def client_links(self) -> dict[int, Link]: ...
+
+    @property
+    def now(self) -> int: ...
+
+    @property
+    def wall_ms(self) -> int: ...
+
+    def post(self, delay_ms: int, fn: Callable[..., Any], *args: Any) -> None: ...
+
+
+class Ensemble(Protocol):
+    """What the real clients use of the ensemble (``cluster.Cluster``)."""
+
+    @property
+    def config(self) -> SimConfig: ...
+
+    @property
+    def sched(self) -> Scheduler: ...
+
+    @property
+    def rng(self) -> random.Random: ...
+
+    @property
+    def nodes(self) -> Mapping[int, Server]: ...
+
+    @property
+    def checker(self) -> Checker: ...
+
+    @property
+    def stats(self) -> Counter[str]: ...
+
+
 @dataclass(eq=False)
 class Link:
     """One client connection to one server's pipeline (as long as that pipeline serves)."""
 
     client: SessionClient
-    node: SimNode
+    node: Server
     core: ServerCore
     conn: Connection
     incarnation: int
@@ -98,7 +156,6 @@ class Op:
 
 @dataclass
 class SessionClient:
-    c: Cluster
     index: int
     core: ClientCore
     link: Link | None = None
@@ -114,13 +171,13 @@ class SessionClient:
 
 
 class SessionChecker:
-    def __init__(self, cluster: Cluster) -> None:
-        self.c = cluster
+    def __init__(self, checker: Checker) -> None:
+        self.checker = checker
         self.acked: dict[str, list[tuple[int, int]]] = {}  # key -> [(ack time, mzxid)] of acknowledged writes
         self.checks = 0
 
     def fail(self, message: str) -> None:
-        self.c.checker.fail(f"client view: {message}")
+        self.checker.fail(f"client view: {message}")
 
     def write_acked(self, key: str, now: int, mzxid: int) -> None:
         self.acked.setdefault(key, []).append((now, mzxid))
@@ -147,12 +204,12 @@ class SessionChecker:
 class Sessions:
     """The real clients of one run."""
 
-    def __init__(self, cluster: Cluster, count: int, session_timeout_ms: int) -> None:
+    def __init__(self, cluster: Ensemble, count: int, session_timeout_ms: int) -> None:
         self.c = cluster
         self.rng = cluster.rng
         self.timeout = session_timeout_ms
-        self.checker = SessionChecker(cluster)
-        self.clients = [SessionClient(cluster, i, self._new_core()) for i in range(count)]
+        self.checker = SessionChecker(cluster.checker)
+        self.clients = [SessionClient(i, self._new_core()) for i in range(count)]
         self.until_ms = 0
         self._conn_ids = 1 << 20  # apart from anything else a pipeline numbers
 

@@ -16,8 +16,11 @@ the checker.
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING
+from collections import Counter
+from collections.abc import Callable
+from typing import Any, Protocol
 
+from zkpy.config import ServerConfig
 from zkpy.ids import zxid_epoch
 from zkpy.member import effects as fx
 from zkpy.member.history import History
@@ -25,21 +28,120 @@ from zkpy.member.leading import LeadingCore
 from zkpy.member.learning import LearningCore
 from zkpy.quorum import leader as zl
 from zkpy.quorum import learner as zf
+from zkpy.quorum.election import Election
 from zkpy.quorum.sync import DEFAULT_COMMITTED_LOG, LoggedTxn
+from zkpy.quorum.verifier import QuorumMaj
+from zkpy.server.connection import Connection
 from zkpy.server.core import ServerCore
+from zkpy.storage.files import DataDirs
+from zkpy.storage.recovery import Recovered
 from zkpy.storage.truncate import truncate_to
 from zkpy.tree.datatree import DataTree
 from zkpy.wire.consts import OpCode
 from zkpy.wire.quorum import PacketType, QuorumPacket
 
-from .disk import SimLog
-from .network import QConn
-
-if TYPE_CHECKING:
-    from .node import SimNode
+from .checker import Checker
+from .config import SimConfig
+from .disk import SimDisk, SimLog
+from .network import Network, QConn
+from .workload import Workload
 
 LEARNER_CONNECT_TRIES = 5  # as runtime.learner_term
 LEARNER_CONNECT_DELAY_MS = 100
+
+
+class Ensemble(Protocol):
+    """What a term uses of the ensemble around its server (``cluster.Cluster``)."""
+
+    @property
+    def config(self) -> SimConfig: ...
+
+    @property
+    def verifier(self) -> QuorumMaj: ...
+
+    @property
+    def net(self) -> Network: ...
+
+    @property
+    def checker(self) -> Checker: ...
+
+    @property
+    def workload(self) -> Workload: ...
+
+    @property
+    def stats(self) -> Counter[str]: ...
+
+    def trace_event(self, sid: int, what: str, detail: object) -> None: ...
+
+    def packet_received(self, node: Peer, peer: int, packet: QuorumPacket) -> None: ...
+
+    def packet_sent(self, node: Peer, peer: int, packet: QuorumPacket) -> None: ...
+
+
+class Peer(Protocol):
+    """What a term uses of the server it runs in (``node.SimNode``): the process, its data dir,
+    its election, and the tree and history it hands from term to term."""
+
+    history: list[int]
+    tree: DataTree | None
+    committed: list[LoggedTxn]
+    mode: str
+
+    @property
+    def c(self) -> Ensemble: ...
+
+    @property
+    def sid(self) -> int: ...
+
+    @property
+    def observer(self) -> bool: ...
+
+    @property
+    def config(self) -> ServerConfig: ...
+
+    @property
+    def config_data(self) -> bytes: ...
+
+    @property
+    def alive(self) -> bool: ...
+
+    @property
+    def incarnation(self) -> int: ...
+
+    @property
+    def term_seq(self) -> int: ...
+
+    @property
+    def term(self) -> LeaderTerm | LearnerTerm | None: ...
+
+    @property
+    def election(self) -> Election | None: ...
+
+    @property
+    def disk(self) -> SimDisk: ...
+
+    @property
+    def dirs(self) -> DataDirs: ...
+
+    @property
+    def now(self) -> int: ...
+
+    @property
+    def wall_ms(self) -> int: ...
+
+    def post(self, delay_ms: int, fn: Callable[..., Any], *args: Any) -> None: ...
+
+    def recover(self) -> Recovered: ...
+
+    def take_snapshot(self, tree: DataTree, history: list[int]) -> None: ...
+
+    def write_epoch(self, name: str, value: int) -> None: ...
+
+    def new_log(self, on_durable: Callable[[int], None], on_roll: Callable[[], None]) -> SimLog: ...
+
+    def carry(self, history: History) -> None: ...
+
+    def client_output(self, conn: Connection) -> None: ...
 
 
 class _Term:
@@ -48,7 +150,7 @@ class _Term:
     accepts_learners = False
     member: LeadingCore | LearningCore
 
-    def __init__(self, node: SimNode) -> None:
+    def __init__(self, node: Peer) -> None:
         self.node = node
         self.c = node.c
         self.sid = node.sid
@@ -153,7 +255,7 @@ class _Term:
         """Bookkeeping after the core applied a committed txn."""
         node = self.node
         node.history.append(a.zxid)
-        self.c.workload.on_applied(node, self.term_id, a.hdr)
+        self.c.workload.on_applied(node.sid, node.incarnation, self.term_id, a.hdr)
         self.c.checker.on_digest(node, a.zxid, a.digest)
         if a.hdr.type == OpCode.CLOSE_SESSION:
             self.c.checker.on_session_closed(node, self.tree, a.hdr.clientId)
@@ -207,7 +309,7 @@ class LeaderTerm(_Term):
     role = "leader"
     accepts_learners = True
 
-    def __init__(self, node: SimNode, history: list[LoggedTxn], accepted: int, current: int) -> None:
+    def __init__(self, node: Peer, history: list[LoggedTxn], accepted: int, current: int) -> None:
         super().__init__(node)
         assert node.tree is not None
         self.member: LeadingCore = LeadingCore(node.config, self.c.verifier, History(node.tree, list(history)),
@@ -337,7 +439,7 @@ class LeaderTerm(_Term):
 
 
 class LearnerTerm(_Term):
-    def __init__(self, node: SimNode, leader_sid: int, accepted: int, current: int, observer: bool = False) -> None:
+    def __init__(self, node: Peer, leader_sid: int, accepted: int, current: int, observer: bool = False) -> None:
         super().__init__(node)
         cfg = self.c.config
         assert node.tree is not None

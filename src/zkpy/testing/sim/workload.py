@@ -18,8 +18,10 @@ the committed history forever.
 from __future__ import annotations
 
 import random
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from zkpy.tree.acl import OPEN_ACL_UNSAFE
 from zkpy.wire.consts import CreateMode, OpCode
@@ -27,9 +29,7 @@ from zkpy.wire.jute import INT, Record
 from zkpy.wire.proto import CreateRequest, DeleteRequest, SetDataRequest
 from zkpy.wire.txn import TxnHeader
 
-if TYPE_CHECKING:
-    from .cluster import Cluster
-    from .node import SimNode
+from .scheduler import Scheduler
 
 _ACL = list(OPEN_ACL_UNSAFE)
 SESSION_BASE = 0x5A00_0000_0000
@@ -67,8 +67,42 @@ class Client:
     ephemerals: list[str] | None = None
 
 
+class Server(Protocol):
+    """What a client uses of a server (``node.SimNode``)."""
+
+    @property
+    def sid(self) -> int: ...
+
+    @property
+    def incarnation(self) -> int: ...
+
+    @property
+    def term_seq(self) -> int: ...
+
+    @property
+    def serving(self) -> bool: ...
+
+    @property
+    def paused(self) -> bool: ...
+
+    def submit(self, session: int, cxid: int, op: int, body: bytes) -> bool: ...
+
+
+class Ensemble(Protocol):
+    """What the clients use of the ensemble (``cluster.Cluster``)."""
+
+    @property
+    def sched(self) -> Scheduler: ...
+
+    @property
+    def nodes(self) -> Mapping[int, Server]: ...
+
+    @property
+    def stats(self) -> Counter[str]: ...
+
+
 class Workload:
-    def __init__(self, cluster: Cluster, rng: random.Random, clients: int, session_timeout_ms: int,
+    def __init__(self, cluster: Ensemble, rng: random.Random, clients: int, session_timeout_ms: int,
                  interval_ms: tuple[int, int] = (20, 200)) -> None:
         self.c = cluster
         self.rng = rng
@@ -136,7 +170,7 @@ class Workload:
         self._next_value += 1
         return self._next_value
 
-    def _new_session(self, client: Client, node: SimNode) -> None:
+    def _new_session(self, client: Client, node: Server) -> None:
         self._next_session += 1
         client.session = SESSION_BASE + self._next_session
         client.cxid = 0
@@ -144,7 +178,7 @@ class Workload:
         client.ephemerals = []
         client.state = "opening" if self.submit(client, node, OpCode.CREATE_SESSION, "", None) else "none"
 
-    def _create(self, client: Client, node: SimNode, path: str, mode: CreateMode) -> None:
+    def _create(self, client: Client, node: Server, path: str, mode: CreateMode) -> None:
         data = path.encode() + b"=" + str(self.c.sched.now).encode()
         req = CreateRequest(path, data, _ACL, int(mode))
         w = self.submit(client, node, OpCode.CREATE, path, req)
@@ -153,11 +187,11 @@ class Workload:
             if mode == CreateMode.EPHEMERAL and client.ephemerals is not None:
                 client.ephemerals.append(path)
 
-    def _set(self, client: Client, node: SimNode, path: str) -> None:
+    def _set(self, client: Client, node: Server, path: str) -> None:
         value = f"v{self._value()}".encode()
         self.submit(client, node, OpCode.SET_DATA, path, SetDataRequest(path, value, -1))
 
-    def submit(self, client: Client, node: SimNode, op: int, path: str, req: Record | None) -> Write | None:
+    def submit(self, client: Client, node: Server, op: int, path: str, req: Record | None) -> Write | None:
         client.cxid += 1
         if op == OpCode.CREATE_SESSION:
             body = INT.pack(self.timeout)
@@ -173,10 +207,12 @@ class Workload:
 
     # ------------------------------------------------------------ replies
 
-    def on_applied(self, node: SimNode, term: int, hdr: TxnHeader) -> None:
+    def on_applied(self, sid: int, incarnation: int, term: int, hdr: TxnHeader) -> None:
+        """Server ``sid`` (in ``incarnation``, ``term``) applied ``hdr``'s txn: the write is
+        acknowledged if it was submitted there."""
         key = (hdr.clientId, hdr.cxid)
         w = self.pending.get(key)
-        if w is None or w.origin != node.sid or w.incarnation != node.incarnation or w.term != term:
+        if w is None or w.origin != sid or w.incarnation != incarnation or w.term != term:
             return
         del self.pending[key]
         w.zxid = hdr.zxid
