@@ -5,6 +5,27 @@ or reordered, same zxid -> same digest, ...) and each test then asserts its spec
 
 The tests named after zkpy bugs are ones the simulator found in the cores (now fixed); they
 run the exact schedule that exposed each.
+
+The simulator runs the member cores and request pipelines that ``runtime`` runs, so each fix
+these tests guard lives in shared code, and each test fails when its fix is reverted there
+(checked by reverting each, 2026-11-24):
+
+* ZOOKEEPER-1154 and ZOOKEEPER-2832 (a learner keeps txns the quorum never committed): the
+  leader's TRUNC for a learner ahead of it (``quorum.sync.plan_sync``) and the learner's
+  `Truncate` (``quorum.learner``): ``test_zookeeper_1154_*`` and ``test_zookeeper_2832_*_behind_it``.
+* ZOOKEEPER-3642 (a snapshot or currentEpoch written on the strength of SNAP alone):
+  ``quorum.learner`` takes both only at NEWLEADER: ``test_zookeeper_3642_*``.
+* ZOOKEEPER-3911 (NEWLEADER acked before the synced txns are on disk): ``quorum.learner`` acks
+  after the fsync: ``test_zookeeper_3911_*``.
+* An interrupted sync's txns of an epoch never adopted (``storage.truncate.drop_unadopted_epoch``):
+  ``test_an_interrupted_sync_leaves_no_txn_of_an_unadopted_epoch``.
+* The term carry-over (a leader's logged, uncommitted txns applied into the next term's tree,
+  ``member.leading.LeadingCore.carry_over``): ``test_zookeeper_1154_*[False]`` and
+  ``test_zookeeper_3911_*``.
+* The late fsync report (``member.term.TermCore.durable`` and ``stop``):
+  ``test_a_late_fsync_report_after_the_term_ended_applies_nothing``.
+* A learner's sync answered before the writes it forwarded earlier (``member.leading``, issue
+  9's mixed-ensemble failure) is a member-core transcript: ``tests/transcripts/testdata/member/learner_sync.txt``.
 """
 
 from __future__ import annotations

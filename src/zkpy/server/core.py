@@ -32,25 +32,23 @@ from zkpy.errors import (
     error_for,
 )
 from zkpy.server.connection import Connection, ConnState
+from zkpy.server.handshake import SUPER, authenticate, connect_response, read_connect, sasl_reply
 from zkpy.server.outputs import CheckQuorum, Forward, Output, Propose, Revalidate, ServerOutput
 from zkpy.server.prep import WRITE_OPS, Prep
 from zkpy.server.reads import event_payload, run_read
 from zkpy.server.sessions import SessionTracker, session_password
-from zkpy.tree.acl import digest_id, has_permission
+from zkpy.tree.acl import has_permission
 from zkpy.tree.datatree import DataTree, TxnResult, ephemeral_kind, ttl_of
 from zkpy.wire.consts import CreateMode, OpCode, Perms, Xid
 from zkpy.wire.jute import INT
 from zkpy.wire.multi import Op, OpResult, read_multi_request, write_multi_response
 from zkpy.wire.proto import (
     AuthPacket,
-    ConnectRequest,
-    ConnectResponse,
     Create2Response,
     CreateRequest,
     CreateResponse,
     CreateTTLRequest,
     DeleteRequest,
-    GetSASLRequest,
     Id,
     ReconfigRequest,
     ReplyHeader,
@@ -58,7 +56,6 @@ from zkpy.wire.proto import (
     SetACLResponse,
     SetDataRequest,
     SetDataResponse,
-    SetSASLResponse,
 )
 from zkpy.wire.txn import ErrorTxn, TxnHeader
 
@@ -98,7 +95,6 @@ OP_NAMES: dict[int, str] = {
 
 _REQUEST_HEADER = struct.Struct(">ii")
 _REPLY_HEADER = struct.Struct(">iqi")
-_SUPER = Id("super", "")
 
 
 @dataclass(slots=True)
@@ -259,12 +255,9 @@ class ServerCore:
     # ---- handshake ----
 
     def _connect(self, conn: Connection, frame: bytes) -> None:
-        try:
-            req, pos = ConnectRequest.read(frame, 0)
-        except (ProtocolError, struct.error) as exc:
-            raise ProtocolError(f"malformed connect request ({len(frame)} bytes): {exc}") from exc
-        if pos < len(frame):
-            conn.old_client = False  # the readOnly byte is there; we are never read-only
+        req, read_only_byte = read_connect(frame)
+        if read_only_byte:
+            conn.old_client = False  # we are never read-only
         if req.lastZxidSeen > self.tree.last_processed_zxid:
             self.log(f"refusing session request for client {conn.ip}:{conn.port} as it has seen zxid "
                      f"0x{req.lastZxidSeen:x} our last zxid is 0x{self.tree.last_processed_zxid:x}")
@@ -331,9 +324,7 @@ class ServerCore:
         self._connect_response(conn, valid=True)
 
     def _connect_response(self, conn: Connection, valid: bool) -> None:
-        sid = conn.session_id if valid else 0
-        rsp = ConnectResponse(0, conn.timeout_ms if valid else 0, sid, session_password(sid) if valid else bytes(16))
-        payload = rsp.to_bytes() + (b"" if conn.old_client else b"\x00")
+        payload = connect_response(conn.session_id, conn.timeout_ms, valid, not conn.old_client)
         conn.out.append(INT.pack(len(payload)) + payload)  # not _send: it goes out even to a closing connection
         conn.sent += 1
         self.stats.packets_sent += 1
@@ -399,29 +390,21 @@ class ServerCore:
     def _auth(self, conn: Connection, xid: int, body: bytes) -> None:
         packet = AuthPacket.from_bytes(body)
         scheme = packet.scheme
-        if scheme == "digest" and packet.auth is not None:
-            digest = digest_id(packet.auth.decode("utf-8", "replace"))
-            if self.config.super_digest and digest == self.config.super_digest:
-                conn.add_auth(_SUPER)
-            conn.add_auth(Id("digest", digest))
-        elif scheme == "ip":
-            conn.add_auth(Id("ip", conn.ip))
-        else:
+        ids = authenticate(packet, conn.ip, self.config.super_digest)
+        if ids is None:
             self.log(f"authentication failed for scheme {scheme!r} from {conn.ip}:{conn.port}")
             self._send(conn, ReplyHeader(xid, 0, Code.AUTHFAILED).to_bytes())
             self._close(conn, "auth failed")
             return
+        for ident in ids:
+            conn.add_auth(ident)
         self.log(f"session 0x{conn.session_id & 0xFFFFFFFFFFFFFFFF:x}: auth success for scheme {scheme}")
         self._send(conn, ReplyHeader(xid, 0, 0).to_bytes())
 
     def _sasl(self, conn: Connection, xid: int, body: bytes) -> None:
-        """zkpy has no SASL server. ZooKeeper without one answers a token with OK and a null token,
-        and closes the connection on a null token; so do we."""
-        token = GetSASLRequest.from_bytes(body).token
-        if token is None:
-            raise ProtocolError("SASL request with a null token")
+        reply = sasl_reply(xid, body)
         self.log(f"SASL token from {conn.ip}:{conn.port} ignored: no SASL server is configured")
-        self._send(conn, _REPLY_HEADER.pack(xid, 0, 0) + SetSASLResponse(None).to_bytes())
+        self._send(conn, reply)
 
     def _submit_write(self, conn: Connection, xid: int, op: int, body: bytes) -> None:
         request, error = self._decode_write(op, body, f"{conn.ip}:{conn.port}")
@@ -455,7 +438,7 @@ class ServerCore:
         zxid = self.next_zxid
         self.next_zxid += 1
         if auth is None:
-            auth = conn.auth if conn is not None else [_SUPER]
+            auth = conn.auth if conn is not None else [SUPER]
         if error is None:
             hdr, txn, error = self.prep.prep(op, request, session, xid, auth, zxid, self.wall_ms,
                                              self.sessions.is_live(session) or op == OpCode.CREATE_SESSION)
