@@ -147,6 +147,25 @@ class ClientProtocol(asyncio.Protocol):
                 transport.resume_reading()
 
 
+class ServesClients:
+    """What the four-letter words read of a server's client port (``admin.view.ServerView``),
+    for a server that owns one as ``clients``."""
+
+    clients: ClientPort
+
+    @property
+    def port(self) -> int:
+        return self.clients.port
+
+    @property
+    def listen_backlog(self) -> int:
+        return self.clients.listen_backlog
+
+    @property
+    def connection_count(self) -> int:
+        return self.clients.connection_count
+
+
 class ClientPort:
     """The listener and connections of a server's client port. ``core`` is the request pipeline
     that serves new connections (None: not serving); ``on_input`` is called after client input,

@@ -32,7 +32,7 @@ from zkpy.admin.view import Summary
 from zkpy.config import LearnerType, ServerConfig
 from zkpy.member.history import History
 from zkpy.quorum.verifier import QuorumMaj
-from zkpy.runtime.clientport import ClientPort
+from zkpy.runtime.clientport import ClientPort, ServesClients
 from zkpy.runtime.election_net import ElectionService
 from zkpy.runtime.leader_term import LeaderTerm
 from zkpy.runtime.learner_term import LearnerTerm
@@ -51,7 +51,7 @@ from zkpy.storage.truncate import drop_unadopted_epoch
 log = logging.getLogger("zkpy.quorum")
 
 
-class QuorumPeer:
+class QuorumPeer(ServesClients):
     """An ensemble member: client port always open, serving only while a term is established."""
 
     def __init__(self, config: ServerConfig, faults: FaultPlan | None = None) -> None:
@@ -86,18 +86,6 @@ class QuorumPeer:
     @core.setter
     def core(self, core: ServerCore | None) -> None:
         self.clients.core = core
-
-    @property
-    def port(self) -> int:
-        return self.clients.port
-
-    @property
-    def listen_backlog(self) -> int:
-        return self.clients.listen_backlog
-
-    @property
-    def connection_count(self) -> int:
-        return self.clients.connection_count
 
     def fsync_summaries(self) -> tuple[Summary, Summary] | None:
         worker = self.persistence.worker if self.persistence is not None else None

@@ -16,7 +16,7 @@ import time
 from zkpy.admin.fourletter import DEFAULT_TRACE_MASK
 from zkpy.admin.view import Summary
 from zkpy.config import ServerConfig
-from zkpy.runtime.clientport import ClientPort, now_ms, wall_ms
+from zkpy.runtime.clientport import ClientPort, ServesClients, now_ms, wall_ms
 from zkpy.runtime.osdisk import OsDisk
 from zkpy.runtime.persistence import Persistence
 from zkpy.server.core import ServerCore
@@ -31,7 +31,7 @@ class DiskFailure(Exception):
     """The txn log could not be written or synced: the server stopped without acknowledging it."""
 
 
-class ZkServer:
+class ZkServer(ServesClients):
     """A standalone zkpy server: recovers its data dir, then serves its client port."""
 
     def __init__(self, config: ServerConfig, disk: Disk | None = None, faults: FaultPlan | None = None) -> None:
@@ -68,18 +68,6 @@ class ZkServer:
     # ---- what the four-letter words read (admin.view.ServerView) ----
 
     mode = "standalone"
-
-    @property
-    def port(self) -> int:
-        return self.clients.port
-
-    @property
-    def listen_backlog(self) -> int:
-        return self.clients.listen_backlog
-
-    @property
-    def connection_count(self) -> int:
-        return self.clients.connection_count
 
     def quorum_metrics(self) -> list[tuple[str, object]]:
         return []
