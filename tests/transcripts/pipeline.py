@@ -32,7 +32,9 @@ from typing import Any
 from zkpy.config import ServerConfig
 from zkpy.errors import Code
 from zkpy.server.connection import Connection
-from zkpy.server.core import LEADER, LEARNER, STANDALONE, ServerCore
+from zkpy.server.core import ServerCore
+from zkpy.server.leader import LeaderServerCore
+from zkpy.server.learner import LearnerServerCore
 from zkpy.server.outputs import CheckQuorum, Forward, Output, Propose, Revalidate, ServerOutput
 from zkpy.server.sessions import session_password
 from zkpy.storage.txnlog import describe_txn
@@ -237,15 +239,15 @@ class PipelineDriver:
     def __init__(self) -> None:
         self.names = Names()
         self.now = START_MS
-        self.core = self._core(STANDALONE)
-        self.leader: ServerCore | None = None  # a learner's leader
+        self.core = self._core("standalone")
+        self.leader: LeaderServerCore | None = None  # a learner's leader
         self.clients = Clients(self.names)
         self.handed = 0  # txns handed over by ready() and not persisted
         self.forwarded: list[Forward] = []
 
     def _core(self, role: str) -> ServerCore:
-        config = ServerConfig(server_id=1 if role != LEADER else 2)
-        return ServerCore(config, self.now, WALL_MS + self.now, role=role)
+        kind = {"standalone": ServerCore, "leader": LeaderServerCore, "learner": LearnerServerCore}[role]
+        return kind(ServerConfig(server_id=2 if role == "leader" else 1), self.now, WALL_MS + self.now)
 
     # ---- commands
 
@@ -263,9 +265,10 @@ class PipelineDriver:
 
     def cmd_server(self, *args: str) -> None:
         opts = dict(a.split("=", 1) for a in args)
-        role = opts.get("role", STANDALONE)
+        role = opts.get("role", "standalone")
         self.core = self._core(role)
-        self.leader = self._core(LEADER) if role == LEARNER else None
+        self.leader = LeaderServerCore(ServerConfig(server_id=2), self.now, WALL_MS + self.now) \
+            if role == "learner" else None
 
     def cmd_connect(self, name: str, *args: str) -> None:
         self.clients.connect(self.core, name, *args)
@@ -283,8 +286,8 @@ class PipelineDriver:
                 core.tick()
 
     def cmd_commit(self) -> list[str]:
-        leader = self.leader
-        if leader is None:
+        leader, learner = self.leader, self.core
+        if leader is None or not isinstance(learner, LearnerServerCore):
             raise ValueError("commit: not a learner")
         for f in self.forwarded:
             if f.op != OpCode.SYNC:
@@ -295,13 +298,15 @@ class PipelineDriver:
         lines = []
         for t in txns:
             lines.append(f"leader commits {show_txn(t.hdr, t.txn, self.names)}")
-            self.core.apply_committed(t.hdr, t.txn)
+            learner.apply_committed(t.hdr, t.txn)
         return lines
 
     def cmd_sync_done(self) -> None:
+        assert isinstance(self.core, LearnerServerCore)
         self.core.sync_done()
 
     def cmd_revalidated(self, name: str, verdict: str) -> None:
+        assert isinstance(self.core, LearnerServerCore)
         self.core.revalidated(self.clients.session_of(name), verdict == "valid")
 
     # ---- output

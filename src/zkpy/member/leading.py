@@ -19,7 +19,7 @@ from zkpy.ids import make_zxid
 from zkpy.quorum import leader as zl
 from zkpy.quorum.sync import CommittedLog, LoggedTxn
 from zkpy.quorum.verifier import QuorumMaj
-from zkpy.server.core import LEADER, ServerCore
+from zkpy.server.leader import LeaderServerCore
 from zkpy.server.outputs import CheckQuorum, Propose, ServerOutput
 from zkpy.storage.epochs import ACCEPTED_EPOCH, CURRENT_EPOCH
 from zkpy.storage.snapshot import snapshot_stream
@@ -34,6 +34,7 @@ from .term import Log, TermCore
 
 class LeadingCore(TermCore):
     role = "leader"
+    server: LeaderServerCore | None
 
     def __init__(self, config: ServerConfig, verifier: QuorumMaj, history: History, *, accepted_epoch: int,
                  current_epoch: int, config_data: bytes, now_ms: int, wall_ms: int, trace: bool = False,
@@ -204,8 +205,8 @@ class LeadingCore(TermCore):
         self.log(f"epoch {epoch} established with a quorum: serving as leader")
         self.tree.last_processed_zxid = make_zxid(epoch, 0)  # as ZooKeeper's startZkServer sets it
         self.tree.set_config_node(self.config_data, 0, self.wall_ms)
-        self.server = ServerCore(self.config, self.now_ms, self.wall_ms, log=self.log, tree=self.tree, role=LEADER,
-                                 next_zxid=make_zxid(epoch, 1))
+        self.server = LeaderServerCore(self.config, self.now_ms, self.wall_ms, log=self.log, tree=self.tree,
+                                       next_zxid=make_zxid(epoch, 1))
         if self.trace:
             self.server.on_apply = self._trace_applied
         self._effects.append(Serving(epoch, self.server))

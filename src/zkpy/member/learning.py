@@ -20,7 +20,7 @@ from zkpy.config import ServerConfig
 from zkpy.errors import ProtocolError
 from zkpy.quorum import learner as zf
 from zkpy.quorum.sync import DEFAULT_COMMITTED_LOG, LoggedTxn
-from zkpy.server.core import LEARNER, ServerCore
+from zkpy.server.learner import LearnerServerCore
 from zkpy.server.outputs import Forward, Revalidate, ServerOutput
 from zkpy.storage.epochs import ACCEPTED_EPOCH, CURRENT_EPOCH
 from zkpy.storage.recovery import Recovered
@@ -48,6 +48,8 @@ _TOUCH = struct.Struct(">qi")
 
 class LearningCore(TermCore):
     """A follower, or with ``observer`` an observer (it gets INFORM and never votes)."""
+
+    server: LearnerServerCore | None
 
     def __init__(self, config: ServerConfig, history: History, *, leader_sid: int, observer: bool,
                  accepted_epoch: int, current_epoch: int, config_data: bytes, now_ms: int, wall_ms: int,
@@ -267,6 +269,6 @@ class LearningCore(TermCore):
     def _serve(self, epoch: int) -> None:
         self.log(f"synchronised with leader {self.leader_sid} in epoch {epoch}: serving as {self.role}")
         self.tree.set_config_node(self.config_data, 0, self.wall_ms)
-        self.server = ServerCore(self.config, self.now_ms, self.wall_ms, log=self.log, tree=self.tree, role=LEARNER)
+        self.server = LearnerServerCore(self.config, self.now_ms, self.wall_ms, log=self.log, tree=self.tree)
         self.served = True
         self._effects.append(Serving(epoch, self.server))

@@ -29,11 +29,10 @@ from zkpy.errors import (
     MarshallingError,
     ProtocolError,
     ZookeeperError,
-    error_for,
 )
 from zkpy.server.connection import Connection, ConnState
 from zkpy.server.handshake import SUPER, authenticate, connect_response, read_connect, sasl_reply
-from zkpy.server.outputs import CheckQuorum, Forward, Output, Propose, Revalidate, ServerOutput
+from zkpy.server.outputs import Output, Propose, ServerOutput
 from zkpy.server.prep import WRITE_OPS, Prep
 from zkpy.server.reads import event_payload, run_read
 from zkpy.server.sessions import SessionTracker, session_password
@@ -133,23 +132,23 @@ class QueuedRead:
     quorum_token: int = 0  # zkpy.quorumSync on a leader: ... and until a quorum confirmed the leadership
 
 
-STANDALONE, LEADER, LEARNER = "standalone", "leader", "learner"
 
 
 class ServerCore:
     """A ZooKeeper server's request pipeline with no I/O: feed it bytes and time, take its
     outputs with ``ready()`` (``server.outputs`` says what each asks of the driver).
 
-    ``role`` is standalone or leader (writes are prepped here into `Propose` outputs; the
-    leader also takes learners' forwarded requests) or learner (writes, new sessions, moved
-    sessions and syncs go to the leader as `Forward` / `Revalidate`; committed txns come back
-    through ``apply_committed``, and only the leader expires sessions)."""
+    This class is a standalone server's: writes are prepped here into `Propose` outputs, and
+    sessions expire here. ``server.leader.LeaderServerCore`` also takes learners' forwarded
+    requests; ``server.learner.LearnerServerCore`` sends writes, new sessions, moved sessions and
+    syncs to the leader and applies what comes back committed. The methods named ``_new_session``,
+    ``_session_moved``, ``_seen``, ``_write``, ``_sync``, ``_awaits_quorum`` and ``tick`` are
+    where the roles differ."""
 
     def __init__(self, config: ServerConfig, now_ms: int, wall_ms: int, log: Log = lambda _m: None,
-                 tree: DataTree | None = None, role: str = STANDALONE, next_zxid: int | None = None) -> None:
+                 tree: DataTree | None = None, next_zxid: int | None = None) -> None:
         """``tree`` is the recovered database, if any; its committed sessions are tracked again
         from now, so a session whose client is gone expires after its timeout and its ephemerals go."""
-        self.role = role
         self.config = config
         self.log = log
         self.now_ms = now_ms
@@ -168,14 +167,6 @@ class ServerCore:
         self._unapplied: deque[Proposal] = deque()  # proposed, not yet applied, in zxid order
         self._handed = 0  # how many of them ``ready()`` handed over (as `Propose`)
         self.next_zxid = next_zxid if next_zxid is not None else self.tree.last_processed_zxid + 1
-        # learner: sessions waiting for the leader's word, syncs waiting for SYNC, sessions seen
-        self._pending_revalidation: dict[int, Connection] = {}
-        self._pending_syncs: deque[Forwarded] = deque()
-        self._touched: dict[int, int] = {}
-        # leader with zkpy.quorumSync: syncs waiting for the Zab leader's quorum check
-        self.quorum_sync = role == LEADER and config.quorum is not None and config.quorum.quorum_sync
-        self._quorum_waiting: dict[int, int] = {}  # token -> session
-        self._next_token = 1
         self._dirty: dict[Connection, None] = {}  # connections with output, in the order they got it
         self._syncing: set[int] = set()  # sessions whose queue waits on a sync
         self.last_container_check = now_ms
@@ -269,23 +260,10 @@ class ServerCore:
             sid = self.sessions.new_session_id()
             conn.session_id = sid
             conn.state = ConnState.AWAIT_SESSION
-            if self.role == LEARNER:
-                self._touched[sid] = timeout
-                self._forward(conn, 0, OpCode.CREATE_SESSION, INT.pack(timeout))
-                return
-            self.sessions.add(sid, timeout, self.now_ms)
-            self._propose(OpCode.CREATE_SESSION, timeout, conn, 0, sid, None)
+            self._new_session(conn, sid, timeout)
             return
         sid = req.sessionId
-        if self.role == LEARNER and req.passwd == session_password(sid):
-            # the leader knows whether the session lives (Learner.validateSession)
-            conn.session_id = sid
-            conn.state = ConnState.AWAIT_SESSION
-            previous = self._pending_revalidation.get(sid)
-            if previous is not None:
-                self._close(previous, "client reconnected elsewhere")
-            self._pending_revalidation[sid] = conn
-            self._out.append(Revalidate(sid, timeout))
+        if self._session_moved(conn, sid, req.passwd, timeout):
             return
         if not self.sessions.is_live(sid) or req.passwd != session_password(sid):
             self.log(f"invalid session 0x{sid & 0xFFFFFFFFFFFFFFFF:x} for client {conn.ip}:{conn.port}, probably expired")
@@ -299,23 +277,15 @@ class ServerCore:
         conn.session_id = sid
         self._established(conn)
 
-    def revalidated(self, session: int, valid: bool) -> None:
-        """The leader's answer for a session that moved here."""
-        conn = self._pending_revalidation.pop(session, None)
-        if conn is None or conn.closing:
-            return
-        if not valid:
-            self.log(f"invalid session 0x{session & 0xFFFFFFFFFFFFFFFF:x} for client {conn.ip}:{conn.port}, "
-                     "probably expired")
-            self._connect_response(conn, valid=False)
-            self._close(conn, "invalid session")
-            return
-        previous = self.session_conn.get(session)
-        if previous is not None and previous is not conn:
-            self._close(previous, "client reconnected elsewhere")
-        self._touched[session] = conn.timeout_ms
-        self._established(conn)
-        self._process_frames(conn)
+    def _new_session(self, conn: Connection, sid: int, timeout: int) -> None:
+        """A client asked for a new session ``sid`` (its id is chosen): create it."""
+        self.sessions.add(sid, timeout, self.now_ms)
+        self._propose(OpCode.CREATE_SESSION, timeout, conn, 0, sid, None)
+
+    def _session_moved(self, conn: Connection, sid: int, passwd: bytes | None, timeout: int) -> bool:
+        """A client resumes ``sid``; True when someone else must say whether it lives (a learner
+        asks its leader). Here the session tracker knows."""
+        return False
 
     def _established(self, conn: Connection) -> None:
         conn.state = ConnState.ESTABLISHED
@@ -338,10 +308,7 @@ class ServerCore:
         xid, op = _REQUEST_HEADER.unpack_from(frame, 0)
         body = frame[8:]
         sid = conn.session_id
-        if self.role == LEARNER:
-            self._touched[sid] = conn.timeout_ms
-        else:
-            self.sessions.touch(sid, self.now_ms)
+        self._seen(conn)
         if op == OpCode.AUTH:
             self._auth(conn, xid, body)
             return
@@ -356,36 +323,39 @@ class ServerCore:
         if xid >= 0:  # pings and other special xids are not the client's last operation
             conn.last_cxid = xid
         if op in WRITE_OPS:
-            if self.role == LEARNER:
-                if op == OpCode.CREATE_SESSION:
-                    self.log(f"closing {conn.ip}:{conn.port}: createSession from an established session")
-                    self._close(conn, "createSession from a client")
-                    return
-                self._forward(conn, xid, op, body)
-            else:
-                self._submit_write(conn, xid, op, body)
-            return
-        if op == OpCode.SYNC and self.role == LEARNER:
-            self._forward(conn, xid, op, body)
+            self._write(conn, xid, op, body)
             return
         read = QueuedRead(conn, xid, op, body, self.now_ms)
-        queue = self.queues.get(sid)
-        if op == OpCode.SYNC and self.next_zxid - 1 > self.tree.last_processed_zxid:
-            # ZooKeeper queues a sync behind every write in flight, whichever session sent it
-            read.after_zxid = self.next_zxid - 1
-            self._syncing.add(sid)
-            queue = self.queues.setdefault(sid, deque())
-        if op == OpCode.SYNC and self.quorum_sync:
-            read.quorum_token = token = self._next_token
-            self._next_token += 1
-            self._quorum_waiting[token] = sid
-            self._out.append(CheckQuorum(token))
-            queue = self.queues.setdefault(sid, deque())
-        if queue is not None:
-            queue.append(read)
-            conn.outstanding += 1
+        if op == OpCode.SYNC:
+            self._sync(read)
+            return
+        if sid in self.queues:
+            self._queue(read)
         else:
             self._run_read(read)
+
+    def _seen(self, conn: Connection) -> None:
+        """A request came on ``conn``: its session lives on."""
+        self.sessions.touch(conn.session_id, self.now_ms)
+
+    def _write(self, conn: Connection, xid: int, op: int, body: bytes) -> None:
+        self._submit_write(conn, xid, op, body)
+
+    def _sync(self, read: QueuedRead) -> None:
+        """A sync: answered after every txn proposed before it is applied (ZooKeeper queues it
+        behind every write in flight, whichever session sent it)."""
+        if self.next_zxid - 1 > self.tree.last_processed_zxid:
+            read.after_zxid = self.next_zxid - 1
+            self._syncing.add(read.conn.session_id)
+        if read.after_zxid or read.quorum_token or read.conn.session_id in self.queues:
+            self._queue(read)
+        else:
+            self._run_read(read)
+
+    def _queue(self, entry: QueuedRead | Forwarded) -> None:
+        """Behind what the session sent before: answered in order by ``_drain_queue``."""
+        self.queues.setdefault(entry.conn.session_id, deque()).append(entry)
+        entry.conn.outstanding += 1
 
     def _auth(self, conn: Connection, xid: int, body: bytes) -> None:
         packet = AuthPacket.from_bytes(body)
@@ -457,99 +427,6 @@ class ServerCore:
             self.queues.setdefault(session, deque()).append(p)
             conn.outstanding += 1
 
-    # ---- learner: forwarding to the leader ----
-
-    def _forward(self, conn: Connection, xid: int, op: int, body: bytes) -> None:
-        f = Forwarded(conn, xid, op, self.now_ms, body if op == OpCode.SYNC else b"")
-        self.queues.setdefault(conn.session_id, deque()).append(f)
-        conn.outstanding += 1
-        if op == OpCode.SYNC:
-            self._pending_syncs.append(f)
-        self._out.append(Forward(conn.session_id, xid, op, body, tuple(conn.auth)))
-
-    def sync_done(self) -> None:
-        """The leader's SYNC for the oldest forwarded sync: answer it in its session's order."""
-        if not self._pending_syncs:
-            self.log("SYNC from the leader with no sync pending")
-            return
-        f = self._pending_syncs.popleft()
-        f.done = True
-        self._drain_queue(f.conn.session_id)
-
-    def apply_committed(self, hdr: TxnHeader, txn: Any) -> None:
-        """Learner: a committed txn, in zxid order; answer the local client that sent it, if any."""
-        rc = self.tree.apply(hdr, txn)
-        self._deliver_events()
-        session = hdr.clientId
-        if hdr.type == OpCode.CREATE_SESSION:
-            self.sessions.add(session, txn.timeOut, self.now_ms)
-        elif hdr.type == OpCode.CLOSE_SESSION:
-            self.sessions.remove(session)
-            self._touched.pop(session, None)
-        queue = self.queues.get(session)
-        head = queue[0] if queue else None
-        if not isinstance(head, Forwarded) or head.op == OpCode.SYNC or head.xid != hdr.cxid:
-            if hdr.type == OpCode.CLOSE_SESSION:
-                owner = self.session_conn.pop(session, None)
-                if owner is not None:
-                    self._close(owner, "session expired")
-            return
-        assert queue is not None
-        queue.popleft()
-        conn = head.conn
-        conn.outstanding -= 1
-        if hdr.type == OpCode.CLOSE_SESSION:
-            self.session_conn.pop(session, None)
-        if head.op == OpCode.CREATE_SESSION:
-            if hdr.type == OpCode.CREATE_SESSION and conn.state is ConnState.AWAIT_SESSION:
-                self._established(conn)
-                self._process_frames(conn)
-            else:
-                self._close(conn, "session not created")
-        else:
-            error = error_for(rc.err) if hdr.type == OpCode.ERROR and rc.err else None
-            self._reply_write(conn, Proposal(hdr, txn, conn, head.xid, head.op, error, head.received_ms), rc)
-        self._drain_queue(session)
-
-    def take_touches(self) -> list[tuple[int, int]]:
-        """Learner: the sessions seen since the last PING reply, with their timeouts."""
-        out = list(self._touched.items())
-        self._touched.clear()
-        return out
-
-    # ---- leader: learners' requests ----
-
-    def learner_request(self, session: int, cxid: int, op: int, body: bytes, auth: tuple[Id, ...]) -> None:
-        """A request a learner forwarded: prep it like a local one; the learner answers its client.
-        (A forwarded sync never comes here: the leader's Zab core answers it, `LearnerSync`.)"""
-        if op == OpCode.CREATE_SESSION:
-            try:
-                (timeout,) = INT.unpack_from(body, 0)
-            except struct.error:
-                self.log(f"createSession for 0x{session & 0xFFFFFFFFFFFFFFFF:x} without a timeout: ignored")
-                return
-            self.sessions.add(session, timeout, self.now_ms)
-            self._propose(OpCode.CREATE_SESSION, timeout, None, cxid, session, None, list(auth))
-            return
-        self.sessions.touch(session, self.now_ms)
-        request, error = self._decode_write(op, body, f"learner request for 0x{session & 0xFFFFFFFFFFFFFFFF:x}")
-        self._propose(op, request, None, cxid, session, error, list(auth))
-
-    def quorum_confirmed(self, token: int) -> None:
-        """Leader: the quorum check for a local sync passed."""
-        session = self._quorum_waiting.pop(token, None)
-        if session is not None:
-            self._drain_queue(session)
-
-    def touch(self, touches: Any) -> None:
-        """Leader: sessions a learner saw alive."""
-        for session, timeout in touches:
-            self.sessions.touch(session, self.now_ms, timeout)
-
-    def revalidate(self, session: int, timeout_ms: int) -> bool:
-        """Leader: does ``session`` still live (it moved to a learner)? A live one is touched."""
-        return self.sessions.touch(session, self.now_ms, timeout_ms)
-
     # ---- after persistence ----
 
     def apply_persisted(self, count: int) -> None:
@@ -615,7 +492,7 @@ class ServerCore:
                 continue
             if not isinstance(head, QueuedRead):
                 break
-            if head.quorum_token in self._quorum_waiting:
+            if self._awaits_quorum(head):
                 return
             if head.after_zxid > applied:
                 self._syncing.add(session)  # a sync still waits for earlier writes: drain again after them
@@ -626,6 +503,10 @@ class ServerCore:
         self._syncing.discard(session)
         if queue is not None and not queue:
             del self.queues[session]
+
+    def _awaits_quorum(self, read: QueuedRead) -> bool:
+        """Does this queued sync still wait for a quorum check (zkpy.quorumSync on a leader)?"""
+        return False
 
     def _deliver_events(self) -> None:
         events = self.tree.events
@@ -716,8 +597,6 @@ class ServerCore:
     def tick(self) -> None:
         """Expire sessions whose bucket has passed; delete empty containers and expired TTL nodes.
         Only a standalone server or the leader does either; learners hear of it through txns."""
-        if self.role == LEARNER:
-            return
         for sid in self.sessions.expired(self.now_ms):
             s = self.sessions.sessions.get(sid)
             self.log(f"expiring session 0x{sid & 0xFFFFFFFFFFFFFFFF:x}, timeout of {s.timeout_ms if s else '?'}ms exceeded")

@@ -1,0 +1,147 @@
+"""The request pipeline of a follower or an observer (LearnerZooKeeperServer's chain).
+
+A learner decides nothing alone: writes, new sessions and syncs go to the leader (`Forward`)
+and wait in their session's queue; a session that moved here is revalidated by the leader
+(`Revalidate`) before its client hears anything; committed txns come back in zxid order
+(``apply_committed``) and answer the local client that sent them; the leader's SYNC answers
+the oldest forwarded sync (``sync_done``). Sessions are only reported alive (``take_touches``,
+in the PING reply): the leader expires them.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from zkpy.config import ServerConfig
+from zkpy.errors import error_for
+from zkpy.server.connection import Connection, ConnState
+from zkpy.server.core import Forwarded, Log, Proposal, QueuedRead, ServerCore
+from zkpy.server.outputs import Forward, Revalidate
+from zkpy.server.sessions import session_password
+from zkpy.tree.datatree import DataTree
+from zkpy.wire.consts import OpCode
+from zkpy.wire.jute import INT
+from zkpy.wire.txn import TxnHeader
+
+
+class LearnerServerCore(ServerCore):
+    def __init__(self, config: ServerConfig, now_ms: int, wall_ms: int, log: Log = lambda _m: None,
+                 tree: DataTree | None = None, next_zxid: int | None = None) -> None:
+        super().__init__(config, now_ms, wall_ms, log, tree, next_zxid)
+        self._pending_revalidation: dict[int, Connection] = {}  # sessions waiting for the leader's word
+        self._pending_syncs: deque[Forwarded] = deque()  # forwarded syncs waiting for the leader's SYNC
+        self._touched: dict[int, int] = {}  # sessions seen since the last PING reply -> timeout
+
+    # ---- where a learner differs
+
+    def _new_session(self, conn: Connection, sid: int, timeout: int) -> None:
+        self._touched[sid] = timeout
+        self._forward(conn, 0, OpCode.CREATE_SESSION, INT.pack(timeout))
+
+    def _session_moved(self, conn: Connection, sid: int, passwd: bytes | None, timeout: int) -> bool:
+        """The leader knows whether the session lives (Learner.validateSession); a wrong
+        password is refused here."""
+        if passwd != session_password(sid):
+            return False
+        conn.session_id = sid
+        conn.state = ConnState.AWAIT_SESSION
+        previous = self._pending_revalidation.get(sid)
+        if previous is not None:
+            self._close(previous, "client reconnected elsewhere")
+        self._pending_revalidation[sid] = conn
+        self._out.append(Revalidate(sid, timeout))
+        return True
+
+    def _seen(self, conn: Connection) -> None:
+        self._touched[conn.session_id] = conn.timeout_ms
+
+    def _write(self, conn: Connection, xid: int, op: int, body: bytes) -> None:
+        if op == OpCode.CREATE_SESSION:
+            self.log(f"closing {conn.ip}:{conn.port}: createSession from an established session")
+            self._close(conn, "createSession from a client")
+            return
+        self._forward(conn, xid, op, body)
+
+    def _sync(self, read: QueuedRead) -> None:
+        self._forward(read.conn, read.xid, OpCode.SYNC, read.body)
+
+    def tick(self) -> None:
+        """Nothing expires here: the leader's closeSession and deleteContainer txns say so."""
+
+    # ---- the leader's answers
+
+    def revalidated(self, session: int, valid: bool) -> None:
+        """The leader's answer for a session that moved here."""
+        conn = self._pending_revalidation.pop(session, None)
+        if conn is None or conn.closing:
+            return
+        if not valid:
+            self.log(f"invalid session 0x{session & 0xFFFFFFFFFFFFFFFF:x} for client {conn.ip}:{conn.port}, "
+                     "probably expired")
+            self._connect_response(conn, valid=False)
+            self._close(conn, "invalid session")
+            return
+        previous = self.session_conn.get(session)
+        if previous is not None and previous is not conn:
+            self._close(previous, "client reconnected elsewhere")
+        self._touched[session] = conn.timeout_ms
+        self._established(conn)
+        self._process_frames(conn)
+
+    def _forward(self, conn: Connection, xid: int, op: int, body: bytes) -> None:
+        f = Forwarded(conn, xid, op, self.now_ms, body if op == OpCode.SYNC else b"")
+        self._queue(f)
+        if op == OpCode.SYNC:
+            self._pending_syncs.append(f)
+        self._out.append(Forward(conn.session_id, xid, op, body, tuple(conn.auth)))
+
+    def sync_done(self) -> None:
+        """The leader's SYNC for the oldest forwarded sync: answer it in its session's order."""
+        if not self._pending_syncs:
+            self.log("SYNC from the leader with no sync pending")
+            return
+        f = self._pending_syncs.popleft()
+        f.done = True
+        self._drain_queue(f.conn.session_id)
+
+    def apply_committed(self, hdr: TxnHeader, txn: Any) -> None:
+        """A committed txn, in zxid order; answer the local client that sent it, if any."""
+        rc = self.tree.apply(hdr, txn)
+        self._deliver_events()
+        session = hdr.clientId
+        if hdr.type == OpCode.CREATE_SESSION:
+            self.sessions.add(session, txn.timeOut, self.now_ms)
+        elif hdr.type == OpCode.CLOSE_SESSION:
+            self.sessions.remove(session)
+            self._touched.pop(session, None)
+        queue = self.queues.get(session)
+        head = queue[0] if queue else None
+        if not isinstance(head, Forwarded) or head.op == OpCode.SYNC or head.xid != hdr.cxid:
+            if hdr.type == OpCode.CLOSE_SESSION:
+                owner = self.session_conn.pop(session, None)
+                if owner is not None:
+                    self._close(owner, "session expired")
+            return
+        assert queue is not None
+        queue.popleft()
+        conn = head.conn
+        conn.outstanding -= 1
+        if hdr.type == OpCode.CLOSE_SESSION:
+            self.session_conn.pop(session, None)
+        if head.op == OpCode.CREATE_SESSION:
+            if hdr.type == OpCode.CREATE_SESSION and conn.state is ConnState.AWAIT_SESSION:
+                self._established(conn)
+                self._process_frames(conn)
+            else:
+                self._close(conn, "session not created")
+        else:
+            error = error_for(rc.err) if hdr.type == OpCode.ERROR and rc.err else None
+            self._reply_write(conn, Proposal(hdr, txn, conn, head.xid, head.op, error, head.received_ms), rc)
+        self._drain_queue(session)
+
+    def take_touches(self) -> list[tuple[int, int]]:
+        """The sessions seen since the last PING reply, with their timeouts."""
+        out = list(self._touched.items())
+        self._touched.clear()
+        return out
