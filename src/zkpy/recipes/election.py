@@ -45,6 +45,17 @@ __all__ = ["AsyncElection", "AsyncSimpleElection", "Election", "SimpleElection"]
 READY = "ready"
 
 
+async def _run_when_elected(election: AsyncElection | AsyncSimpleElection,
+                            func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Both elections' ``run``: campaign, lead, resign whatever happens; None if cancelled first."""
+    if not await election.campaign():
+        return None
+    try:
+        return await _lead(election, func, args, kwargs)
+    finally:
+        await asyncio.shield(asyncio.ensure_future(election.resign()))
+
+
 async def _lead(election: AsyncElection | AsyncSimpleElection,
                 func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Run the leader function; cancel it and raise LockLost if leadership is lost meanwhile."""
@@ -125,12 +136,7 @@ class AsyncElection:
         is cancelled), SessionExpiredError or ConnectionClosedError."""
         if not callable(func):
             raise ValueError("leader function is not callable")
-        if not await self.campaign():
-            return None
-        try:
-            return await _lead(self, func, args, kwargs)
-        finally:
-            await asyncio.shield(asyncio.ensure_future(self.resign()))
+        return await _run_when_elected(self, func, args, kwargs)
 
     async def _delete_ready(self) -> None:
         try:
@@ -213,12 +219,7 @@ class AsyncSimpleElection(Owner):
     async def run(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Follow until this candidate becomes leader, then call ``func`` and step down when it
         returns; None if cancelled first. Raises `LockLost` as `AsyncElection.run` does."""
-        if not await self.campaign():
-            return None
-        try:
-            return await _lead(self, func, args, kwargs)
-        finally:
-            await asyncio.shield(asyncio.ensure_future(self.resign()))
+        return await _run_when_elected(self, func, args, kwargs)
 
     async def _elect(self) -> None:
         await self.retry(self.client.ensure_path, self.path.rsplit("/", 1)[0] or "/")
