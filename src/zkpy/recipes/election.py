@@ -266,12 +266,7 @@ class Election(BlockingOwner[AsyncElection]):
         it should watch ``ownership`` (or a listener) and return."""
         if not callable(func):
             raise ValueError("leader function is not callable")
-        if not self.client.run(self.aio.campaign):
-            return None
-        try:
-            return func(*args, **kwargs)
-        finally:
-            self.client.run(self.aio.resign)
+        return _run_here_when_elected(self, func, args, kwargs)
 
     def announce(self) -> None:
         self.client.run(self.aio.announce)
@@ -295,9 +290,15 @@ class SimpleElection(BlockingOwner[AsyncSimpleElection]):
 
     def run(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Block until leader, call ``func`` here, step down when it returns (None if cancelled)."""
-        if not self.client.run(self.aio.campaign):
-            return None
-        try:
-            return func(*args, **kwargs)
-        finally:
-            self.client.run(self.aio.resign)
+        return _run_here_when_elected(self, func, args, kwargs)
+
+
+def _run_here_when_elected(election: Election | SimpleElection, func: Callable[..., Any],
+                           args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Both blocking elections' ``run``: ``func`` runs on the caller's thread, not the loop."""
+    if not election.client.run(election.aio.campaign):
+        return None
+    try:
+        return func(*args, **kwargs)
+    finally:
+        election.client.run(election.aio.resign)

@@ -266,16 +266,24 @@ class ServerCore:
         if self._session_moved(conn, sid, req.passwd, timeout):
             return
         if not self.sessions.is_live(sid) or req.passwd != session_password(sid):
-            self.log(f"invalid session 0x{sid & 0xFFFFFFFFFFFFFFFF:x} for client {conn.ip}:{conn.port}, probably expired")
-            self._connect_response(conn, valid=False)
-            self._close(conn, "invalid session")
+            self._refuse_session(conn, sid)
             return
-        previous = self.session_conn.get(sid)
-        if previous is not None and previous is not conn:
-            self._close(previous, "client reconnected elsewhere")
+        self._take_over_session(conn, sid)
         self.sessions.touch(sid, self.now_ms, timeout)
         conn.session_id = sid
         self._established(conn)
+
+    def _refuse_session(self, conn: Connection, sid: int) -> None:
+        """The session ``conn`` resumes is gone: say so (a ConnectResponse of zeros) and close."""
+        self.log(f"invalid session 0x{sid & 0xFFFFFFFFFFFFFFFF:x} for client {conn.ip}:{conn.port}, probably expired")
+        self._connect_response(conn, valid=False)
+        self._close(conn, "invalid session")
+
+    def _take_over_session(self, conn: Connection, sid: int) -> None:
+        """``conn`` resumes ``sid``: a connection still holding it here is closed."""
+        previous = self.session_conn.get(sid)
+        if previous is not None and previous is not conn:
+            self._close(previous, "client reconnected elsewhere")
 
     def _new_session(self, conn: Connection, sid: int, timeout: int) -> None:
         """A client asked for a new session ``sid`` (its id is chosen): create it."""

@@ -77,14 +77,9 @@ class LearnerServerCore(ServerCore):
         if conn is None or conn.closing:
             return
         if not valid:
-            self.log(f"invalid session 0x{session & 0xFFFFFFFFFFFFFFFF:x} for client {conn.ip}:{conn.port}, "
-                     "probably expired")
-            self._connect_response(conn, valid=False)
-            self._close(conn, "invalid session")
+            self._refuse_session(conn, session)
             return
-        previous = self.session_conn.get(session)
-        if previous is not None and previous is not conn:
-            self._close(previous, "client reconnected elsewhere")
+        self._take_over_session(conn, session)
         self._touched[session] = conn.timeout_ms
         self._established(conn)
         self._process_frames(conn)
