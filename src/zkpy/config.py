@@ -84,6 +84,56 @@ class QuorumConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class StoreConfig:
+    """A key or trust store as ZooKeeper's ``ssl.keyStore.*`` / ``ssl.trustStore.*`` keys give it.
+
+    ``store_type`` is ``PEM``, ``PKCS12`` or ``JKS``; ``None`` means: from the file's extension
+    (``.pem``, ``.p12``/``.pfx``, ``.jks``), as ZooKeeper infers it."""
+
+    location: str
+    password: str | None = field(default=None, repr=False)  # never logged
+    store_type: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TlsConfig:
+    """TLS for one listener (``ssl.*`` for the client port, ``ssl.quorum.*`` between members)."""
+
+    key_store: StoreConfig | None = None
+    trust_store: StoreConfig | None = None
+    client_auth: str = "need"  # ssl.clientAuth: need | want | none
+    protocol: str = "TLSv1.2"  # ssl.protocol: the lowest version offered when enabledProtocols is unset
+    enabled_protocols: tuple[str, ...] = ()  # ssl.enabledProtocols (empty: protocol and newer)
+    ciphersuites: tuple[str, ...] = ()  # ssl.ciphersuites, in Java (IANA) names (empty: the defaults)
+    hostname_verification: bool = True  # ssl.hostnameVerification (a client checks the server's name)
+
+
+@dataclass(frozen=True, slots=True)
+class X509AuthConfig:
+    """How a TLS client's certificate becomes its ``x509:`` identity (``ssl.clientCertId*``)."""
+
+    id_type: str = "SDN"  # ssl.clientCertIdType: SDN (the subject, RFC 2253) or SAN
+    san_match_type: int = 6  # ssl.clientCertIdSanMatchType: the GeneralName tag (6 = URI)
+    san_match_regex: str = ".*"  # ssl.clientCertIdSanMatchRegex: which SAN entry
+    san_extract_regex: str = ".*"  # ssl.clientCertIdSanExtractRegex: what of it
+    san_extract_group: int = 0  # ssl.clientCertIdSanExtractMatcherGroupIndex
+    super_user: str | None = None  # X509AuthenticationProvider.superUser: this id is super
+
+
+@dataclass(frozen=True, slots=True)
+class SaslConfig:
+    """SASL on the client port: the JAAS ``Server`` section's DIGEST-MD5 users (passwords stay in memory
+    and out of every log) and where they came from."""
+
+    users: dict[str, str] = field(default_factory=dict, repr=False)  # user_NAME="password"
+    jaas_file: str = ""  # for messages only
+    section: str = "Server"  # zookeeper.sasl.serverconfig
+    gssapi: bool = False  # the section names Krb5LoginModule
+    remove_host_from_principal: bool = False  # kerberos.removeHostFromPrincipal
+    remove_realm_from_principal: bool = False  # kerberos.removeRealmFromPrincipal
+
+
+@dataclass(frozen=True, slots=True)
 class ServerConfig:
     """A standalone server's settings (zoo.cfg key in the comment where it differs)."""
 
@@ -108,6 +158,16 @@ class ServerConfig:
     autopurge_snap_retain_count: int = 3  # autopurge.snapRetainCount
     autopurge_purge_interval_h: int = 0  # autopurge.purgeInterval in hours (0: never)
     quorum: QuorumConfig | None = None  # server.N lines and the ensemble keys (None: no server lines)
+    # security (client port)
+    secure_client_port: int | None = None  # secureClientPort (None: no TLS listener)
+    secure_client_port_address: str | None = None  # secureClientPortAddress (None: clientPortAddress)
+    port_unification: bool = False  # client.portUnification: the plain port also accepts TLS
+    tls: TlsConfig | None = None  # ssl.* (None: no key store configured)
+    x509_auth: bool = False  # authProvider.N names X509AuthenticationProvider (or ssl.authProvider=x509)
+    x509: X509AuthConfig = field(default_factory=X509AuthConfig)
+    sasl: SaslConfig | None = None  # a JAAS Server section was found
+    enforce_auth_schemes: tuple[str, ...] = ()  # enforce.auth.schemes when enforce.auth.enabled=true
+    session_require_client_sasl_auth: bool = False  # sessionRequireClientSASLAuth
 
     @property
     def min_session_timeout(self) -> int:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
+import os
 import signal
 import sys
 
 import click
 
 from zkpy.cli.ensemble import ensemble
+from zkpy.cli.security_keys import jaas_path_from_flags
 from zkpy.cli.storage_tools import logdump, purge, snapdump
 from zkpy.cli.zoocfg import ConfigError, load_zoo_cfg
 from zkpy.config import ServerConfig
@@ -38,7 +40,8 @@ def server(zoo_cfg: str | None, log_level: str, faults: tuple[str, ...], **flags
     """Run a standalone server, configured by ZOO_CFG and/or flags (flags win)."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        config = load_zoo_cfg(zoo_cfg) if zoo_cfg else ServerConfig()
+        jaas = jaas_path_from_flags(os.environ.get("SERVER_JVMFLAGS", ""), os.environ.get("JVMFLAGS", ""))
+        config = load_zoo_cfg(zoo_cfg, jaas_path=jaas) if zoo_cfg else ServerConfig()
     except ConfigError as exc:
         click.echo(f"zkpy: {exc}", err=True)
         sys.exit(EXIT_CONFIG)

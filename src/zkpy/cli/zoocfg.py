@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import fields, replace
 from typing import Any
 
+from zkpy.cli.jaas import read_sasl_section
+from zkpy.cli.security_keys import is_security_key, security_config
 from zkpy.config import LearnerType, QuorumConfig, QuorumServer, ServerConfig
 from zkpy.ids import ServerId
 
@@ -93,13 +95,19 @@ def read_myid_file(path: str) -> str | None:
         return f.read()
 
 
-def load_zoo_cfg(path: str, read_myid: MyidReader = read_myid_file) -> ServerConfig:
+def load_zoo_cfg(path: str, read_myid: MyidReader = read_myid_file, jaas_path: str | None = None) -> ServerConfig:
+    """``jaas_path``: the JAAS file the environment names (``SERVER_JVMFLAGS``/``JVMFLAGS``)."""
     try:
         with open(path, encoding="utf-8") as f:
             props = parse_properties(f.read())
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    return config_from_properties(props, path, read_myid)
+    return config_from_properties(props, path, read_myid, jaas_path)
+
+
+def _read_text(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()
 
 
 def _no_myid(path: str) -> str | None:
@@ -122,9 +130,11 @@ def _bool(source: str, key: str, value: str) -> bool:
     return value.lower() == "true"
 
 
-def config_from_properties(props: dict[str, str], source: str, read_myid: MyidReader = _no_myid) -> ServerConfig:
+def config_from_properties(props: dict[str, str], source: str, read_myid: MyidReader = _no_myid,
+                           jaas_path: str | None = None) -> ServerConfig:
     """A ServerConfig from zoo.cfg's properties; ``source`` names the file in errors. ``read_myid``
-    reads ``dataDir/myid`` (the default finds none: pass ``read_myid_file`` for the real one)."""
+    reads ``dataDir/myid`` (the default finds none: pass ``read_myid_file`` for the real one);
+    ``jaas_path`` is the JAAS file the environment names, if any."""
     values: dict[str, Any] = {}
     quorum_values: dict[str, Any] = {}
     servers: dict[ServerId, tuple[str, QuorumServer]] = {}
@@ -162,6 +172,8 @@ def config_from_properties(props: dict[str, str], source: str, read_myid: MyidRe
             values["force_sync"] = value.lower() == "yes"
         elif key in ("extendedTypesEnabled", "zookeeper.extendedTypesEnabled"):
             values["extended_types"] = _bool(source, key, value)
+        elif is_security_key(key):
+            continue  # security_keys reads them all below
         elif key in _IGNORED or key.startswith("group.") or key.startswith("weight."):
             # group.N / weight.N select ZooKeeper's hierarchical quorums; zkpy knows majority
             # quorums only, and runs no ensemble yet, so they stay ignored until it does.
@@ -185,6 +197,10 @@ def config_from_properties(props: dict[str, str], source: str, read_myid: MyidRe
             values["server_id"] = quorum.my_id
     elif quorum_values.get("standalone_enabled") is False:
         raise ConfigError(f"{source}: standaloneEnabled=false needs server.N lines with at least one participant")
+    try:
+        values.update(security_config(props, _warner(source), _read_text, read_sasl_section, jaas_path))
+    except ValueError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
     known = {f.name for f in fields(ServerConfig)}
     assert set(values) <= known
     cfg = ServerConfig(**values)
@@ -192,6 +208,13 @@ def config_from_properties(props: dict[str, str], source: str, read_myid: MyidRe
         raise ConfigError(f"{source}: minSessionTimeout={cfg.min_session_timeout} is larger than "
                           f"maxSessionTimeout={cfg.max_session_timeout}")
     return cfg
+
+
+def _warner(source: str) -> Callable[[str, str], None]:
+    def warn(key: str, why: str) -> None:
+        log.warning("%s: %s has no effect in zkpy: %s", source, key, why)
+
+    return warn
 
 
 _SERVER_FORM = "expected host:peerPort:electionPort[:participant|observer][;[clientHost:]clientPort]"
