@@ -160,6 +160,7 @@ class ServerConfig:
     quorum: QuorumConfig | None = None  # server.N lines and the ensemble keys (None: no server lines)
     # security (client port)
     secure_client_port: int | None = None  # secureClientPort (None: no TLS listener)
+    client_port_enabled: bool = True  # false when zoo.cfg sets secureClientPort and no clientPort: TLS only
     secure_client_port_address: str | None = None  # secureClientPortAddress (None: clientPortAddress)
     port_unification: bool = False  # client.portUnification: the plain port also accepts TLS
     tls: TlsConfig | None = None  # ssl.* (None: no key store configured)

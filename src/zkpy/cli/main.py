@@ -50,6 +50,14 @@ def server(zoo_cfg: str | None, log_level: str, faults: tuple[str, ...], **flags
         if problem is not None:
             click.echo(f"zkpy: {zoo_cfg}: {problem}", err=True)
             sys.exit(EXIT_CONFIG)
+    if config.tls is not None and (config.secure_client_port is not None or config.port_unification):
+        from zkpy.admin.tls import TlsConfigError, server_context
+
+        try:
+            server_context(config.tls)
+        except TlsConfigError as exc:
+            click.echo(f"zkpy: {zoo_cfg}: {exc}", err=True)
+            sys.exit(EXIT_CONFIG)
     overrides = {k: v for k, v in flags.items() if v is not None}
     if "four_letter_words" in overrides:
         overrides["four_letter_words"] = frozenset(w.strip() for w in str(overrides["four_letter_words"]).split(","))

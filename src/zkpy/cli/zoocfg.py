@@ -199,6 +199,8 @@ def config_from_properties(props: dict[str, str], source: str, read_myid: MyidRe
         raise ConfigError(f"{source}: standaloneEnabled=false needs server.N lines with at least one participant")
     try:
         values.update(security_config(props, _warner(source), _read_text, read_sasl_section, jaas_path))
+        if "secure_client_port" in values and "client_port" not in values:
+            values["client_port_enabled"] = False  # as ZooKeeper: only the TLS port listens
     except ValueError as exc:
         raise ConfigError(f"{source}: {exc}") from None
     known = {f.name for f in fields(ServerConfig)}

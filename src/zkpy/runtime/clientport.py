@@ -5,6 +5,10 @@ the serving request pipeline (``ServerCore``) and writes each connection's outpu
 ``write`` per flush. While nothing serves (an ensemble member between terms) it answers
 four-letter words only and closes every other connection, as ZooKeeper does.
 
+TLS (``secureClientPort``, and ``client.portUnification`` on the plain port) runs per connection
+in ``tlsconn.TlsConnection``; when its handshake is done, the client's certificate becomes its
+``x509:`` identity (``ServerCore.tls_established``).
+
 Back-pressure: a connection with more than ``MAX_OUTSTANDING_PER_CONNECTION`` requests queued,
 or whose client does not read its replies (the transport's write buffer is full), is not read
 until it drains.
@@ -15,14 +19,17 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import ssl
 import time
 from collections.abc import Callable
 from typing import cast
 
 from zkpy.admin.fourletter import COMMANDS as FOUR_LETTER_WORDS
 from zkpy.admin.fourletter import answer as answer_four_letter_word
+from zkpy.admin.tls import server_context
 from zkpy.admin.view import ServerView
 from zkpy.config import ServerConfig
+from zkpy.runtime.tlsconn import TlsConnection, looks_like_tls
 from zkpy.server.connection import Connection
 from zkpy.server.core import ServerCore
 
@@ -43,8 +50,11 @@ def wall_ms() -> int:
 class ClientProtocol(asyncio.Protocol):
     """One client socket; everything it receives goes straight to the serving core."""
 
-    def __init__(self, port: ClientPort) -> None:
+    def __init__(self, port: ClientPort, secure: bool = False) -> None:
         self.port = port
+        self.secure = secure  # accepted on the TLS port: every byte is TLS
+        self.tls: TlsConnection | None = None
+        self.first_bytes = True  # nothing received yet (port unification looks at the first bytes)
         self.transport: asyncio.Transport | None = None
         self.conn: Connection | None = None
         self.core: ServerCore | None = None  # the core it was opened on (an ensemble's term may end)
@@ -72,6 +82,19 @@ class ClientProtocol(asyncio.Protocol):
         port.protocols[self.conn.conn_id] = self
 
     def data_received(self, data: bytes) -> None:
+        if self.first_bytes:
+            self.first_bytes = False
+            if self.secure or (self.port.unified and looks_like_tls(data)):
+                assert self.port.tls_context is not None
+                self.tls = TlsConnection(self.port.tls_context)
+            elif looks_like_tls(data):
+                self._refuse("a TLS client on the plain client port (use secureClientPort, or set "
+                             "client.portUnification=true)")
+                return
+        if self.tls is not None:
+            data = self._decrypt(data)
+            if not data:
+                return
         conn, core = self.conn, self.core
         if conn is None or core is None:
             if self.idle is not None and self.transport is not None:
@@ -81,13 +104,49 @@ class ClientProtocol(asyncio.Protocol):
         word = core.receive(conn, data)
         if word is not None:
             assert self.transport is not None
-            self.transport.write(answer_four_letter_word(word, self.port.view, conn).encode("utf-8"))
+            self._send(answer_four_letter_word(word, self.port.view, conn).encode("utf-8"))
             self.transport.close()
             return
         self.port.on_input()
         if conn.outstanding > MAX_OUTSTANDING_PER_CONNECTION and self.transport is not None:
             self.transport.pause_reading()
             conn.paused = True
+
+    def _refuse(self, why: str) -> None:
+        peer = self.transport.get_extra_info("peername") if self.transport is not None else None
+        where = f"{peer[0]}:{peer[1]}" if peer else "?"
+        log.warning("closing connection from %s: %s", where, why)
+        if self.transport is not None:
+            self.transport.abort()
+
+    def _decrypt(self, data: bytes) -> bytes:
+        """The plaintext in ``data``; sends the handshake's records; refuses a failed handshake."""
+        tls, transport = self.tls, self.transport
+        assert tls is not None and transport is not None
+        was_done = tls.handshake_done
+        try:
+            plain = tls.receive(data)
+        except ssl.SSLError as exc:
+            out = tls.take_output()  # the alert, if any
+            if out:
+                transport.write(out)
+            self._refuse(f"TLS failed: {exc.reason or exc}")
+            return b""
+        out = tls.take_output()
+        if out:
+            transport.write(out)
+        if tls.handshake_done and not was_done and self.conn is not None and self.core is not None:
+            self.core.tls_established(self.conn, tls.peer_certificate())
+            if self.conn.closing:
+                self.flush()
+                return b""
+        if tls.closed:
+            transport.close()
+        return plain
+
+    def _send(self, data: bytes) -> None:
+        assert self.transport is not None
+        self.transport.write(self.tls.encrypt(data) if self.tls is not None else data)
 
     def _idle_data(self, data: bytes) -> None:
         """Not serving: answer a four-letter word, refuse anything else (ZooKeeper closes it)."""
@@ -97,7 +156,7 @@ class ClientProtocol(asyncio.Protocol):
             return
         word = bytes(self.idle[:4]).decode("ascii", "replace")
         if word in FOUR_LETTER_WORDS:
-            self.transport.write(answer_four_letter_word(word, self.port.view).encode("utf-8"))
+            self._send(answer_four_letter_word(word, self.port.view).encode("utf-8"))
         else:
             log.info("refusing a client connection: this server is not serving (no quorum)")
         self.transport.close()
@@ -135,7 +194,7 @@ class ClientProtocol(asyncio.Protocol):
         if conn is None or transport is None:
             return
         if conn.out:
-            transport.write(b"".join(conn.out))
+            self._send(b"".join(conn.out))
             conn.out.clear()
         if conn.closing:
             if conn.close_reason not in (None, "closeSession", "client went away"):
@@ -180,13 +239,34 @@ class ClientPort:
         self.per_ip: dict[str, int] = {}
         self.conn_ids = itertools.count(1)
         self.listen_backlog = LISTEN_BACKLOG
+        self.unified = config.port_unification and config.tls is not None
+        needs_tls = config.secure_client_port is not None or self.unified
+        # raises admin.tls.TlsConfigError (the CLI checks it before serving, and exits 2)
+        self.tls_context: ssl.SSLContext | None = \
+            server_context(config.tls) if needs_tls and config.tls is not None else None
         self._server: asyncio.base_events.Server | None = None
+        self._secure_server: asyncio.base_events.Server | None = None
 
     async def listen(self) -> None:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: ClientProtocol(self), self.config.client_port_address,
-                                                self.config.client_port, reuse_address=True,
-                                                backlog=self.listen_backlog)
+        config = self.config
+        if config.client_port_enabled:
+            self._server = await loop.create_server(lambda: ClientProtocol(self), config.client_port_address,
+                                                    config.client_port, reuse_address=True,
+                                                    backlog=self.listen_backlog)
+        if config.secure_client_port is not None and self.tls_context is not None:
+            address = config.secure_client_port_address or config.client_port_address
+            self._secure_server = await loop.create_server(lambda: ClientProtocol(self, secure=True), address,
+                                                           config.secure_client_port, reuse_address=True,
+                                                           backlog=self.listen_backlog)
+            log.info("serving TLS clients on %s:%d", address, self.secure_port)
+
+    @property
+    def secure_port(self) -> int | None:
+        """The TLS port listened on (``secureClientPort`` before ``listen``; None without one)."""
+        if self._secure_server is None or not self._secure_server.sockets:
+            return self.config.secure_client_port
+        return int(self._secure_server.sockets[0].getsockname()[1])
 
     @property
     def port(self) -> int:
@@ -215,7 +295,9 @@ class ClientPort:
                     proto.transport.close()
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            self.drop_all()
-            await self._server.wait_closed()
+        servers = [s for s in (self._server, self._secure_server) if s is not None]
+        for server in servers:
+            server.close()
+        self.drop_all()
+        for server in servers:
+            await server.wait_closed()

@@ -36,6 +36,7 @@ from zkpy.server.outputs import Output, Propose, ServerOutput
 from zkpy.server.prep import WRITE_OPS, Prep
 from zkpy.server.reads import event_payload, run_read
 from zkpy.server.sessions import SessionTracker, session_password
+from zkpy.server.x509 import X509IdError, x509_identities
 from zkpy.tree.acl import has_permission
 from zkpy.tree.datatree import DataTree, TxnResult, ephemeral_kind, ttl_of
 from zkpy.wire.consts import CreateMode, OpCode, Perms, Xid
@@ -185,6 +186,21 @@ class ServerCore:
         conn = Connection(conn_id, ip, port, self.config.max_buffer)
         self.connections[conn_id] = conn
         return conn
+
+    def tls_established(self, conn: Connection, cert_der: bytes | None) -> None:
+        """``conn``'s TLS handshake is done: its client certificate (DER, None without one) is its
+        ``x509:`` identity, as ZooKeeper's X509AuthenticationProvider makes it on a TLS port. A
+        certificate that yields no id under the configured rules closes the connection."""
+        if cert_der is None:
+            return
+        try:
+            ids = x509_identities(cert_der, self.config.x509)
+        except X509IdError as exc:
+            self.log(f"x509 authentication failed for {conn.ip}:{conn.port}: {exc}")
+            self._close(conn, "x509 auth failed")
+            return
+        for ident in ids:
+            conn.add_auth(ident)
 
     def receive(self, conn: Connection, data: bytes) -> str | None:
         """Bytes arrived on ``conn``: process every complete frame, or return the four-letter

@@ -255,6 +255,6 @@ def _set_watches(tree: DataTree, conn: Connection, op: int, body: bytes, notify:
 def _user_name(ident: Id) -> str:
     if ident.scheme == "digest":
         return ident.id.split(":")[0]
-    if ident.scheme == "ip":
+    if ident.scheme in ("ip", "x509", "sasl"):
         return ident.id
     return ""

@@ -200,7 +200,7 @@ def start_apache(settings: Mapping[str, str | None] | None = None, ready_s: floa
     log_path = os.path.join(workdir, "server.log")
     cmd = ["java", "-Xmx512m", *_APACHE_LOGGING, f"-Dzookeeper.extendedTypesEnabled={extended}",
            "-Dzookeeper.admin.enableServer=false", *(f"-D{k}={v}" for k, v in props.items()),
-           "-cp", _apache_classpath(), "org.apache.zookeeper.server.ZooKeeperServerMain", cfg]
+           "-cp", apache_classpath(), "org.apache.zookeeper.server.ZooKeeperServerMain", cfg]
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
     server = ServerProcess("apache", port, proc, workdir, log_path)
@@ -279,7 +279,7 @@ def _member_command(kind: str, cfg: str, jvm_props: Mapping[str, str] | None) ->
     return ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", *_APACHE_LOGGING,
             "-Dzookeeper.extendedTypesEnabled=true", "-Dzookeeper.admin.enableServer=false",
             *(f"-D{k}={v}" for k, v in (jvm_props or {}).items()),
-            "-cp", _apache_classpath(), "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg]
+            "-cp", apache_classpath(), "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg]
 
 
 SLF4J_SIMPLE_JAR = "/usr/share/java/slf4j-simple.jar"
@@ -288,10 +288,16 @@ _APACHE_LOGGING = ("-Dorg.slf4j.simpleLogger.showDateTime=true",
                    "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd HH:mm:ss,SSS")
 
 
-def _apache_classpath() -> str:
-    """ZooKeeper's jar and conf dir, and slf4j-simple when installed: without a binding, 3.8
-    (built on slf4j) logs nothing, and a failing test could show nothing of Apache's side."""
-    jars = [ZK_CONF_DIR, ZK_JAR]
+# Netty jars that Debian's zookeeper.jar manifest leaves out but its Netty socket (TLS) needs
+NETTY_EXTRA_JARS = ("/usr/share/java/netty-codec.jar", "/usr/share/java/netty-resolver.jar",
+                    "/usr/share/java/netty-transport-native-unix-common.jar")
+
+
+def apache_classpath() -> str:
+    """ZooKeeper's jar and conf dir, the Netty jars its TLS needs, and slf4j-simple when installed:
+    without a binding, 3.8 (built on slf4j) logs nothing, and a failing test could show nothing of
+    Apache's side."""
+    jars = [ZK_CONF_DIR, ZK_JAR, *(j for j in NETTY_EXTRA_JARS if os.path.exists(j))]
     if os.path.exists(SLF4J_SIMPLE_JAR):
         jars.append(SLF4J_SIMPLE_JAR)
     return ":".join(jars)

@@ -80,6 +80,8 @@ def is_valid_id(ident: Id) -> bool:
         return ident.id is not None and len(ident.id.split(":")) == 2
     if ident.scheme == "ip":
         return ident.id is not None and _ip_valid(ident.id)
+    if ident.scheme == "x509":  # a distinguished name (X500Principal parses it): attr=value, ...
+        return bool(ident.id) and all("=" in part for part in ident.id.split(","))
     return False
 
 
