@@ -122,7 +122,7 @@ class ClientView:
 
     def render(self, conn: Connection, names: Names) -> list[str]:
         lines = []
-        for frame in conn.out:
+        for frame in conn.take_output():
             payload = frame[4:]
             if not self.connected:
                 rsp = ConnectResponse.read(payload, 0)[0]
@@ -150,7 +150,6 @@ class ClientView:
                 lines.append(f"{head} {show_record(RESPONSES[op].read(body, 0)[0], names)}")
             else:
                 lines.append(f"{head} ok")
-        conn.out.clear()
         if conn.closing:
             lines.append(f"{self.name} closed: {conn.close_reason}")
         return lines

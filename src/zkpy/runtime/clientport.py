@@ -9,9 +9,17 @@ TLS (``secureClientPort``, and ``client.portUnification`` on the plain port) run
 in ``tlsconn.TlsConnection``; when its handshake is done, the client's certificate becomes its
 ``x509:`` identity (``ServerCore.tls_established``).
 
-Back-pressure: a connection with more than ``MAX_OUTSTANDING_PER_CONNECTION`` requests queued,
-or whose client does not read its replies (the transport's write buffer is full), is not read
-until it drains.
+Back-pressure (the bounds are ``server.connection``'s): the core takes a connection's requests
+while its queued output (replies and events not yet taken by the socket) is under
+``MAX_QUEUED_OUTPUT`` bytes and it has fewer than ``MAX_OUTSTANDING`` requests in flight, at most
+``MAX_FRAMES_PER_TURN`` per turn of the loop. The socket is read only while the core takes the
+connection's requests and no complete request waits in its decoder, so what a client sends and
+what it is sent are both bounded per connection; a connection with requests left gets another
+turn of the loop (``call_soon``), after every other connection's input of this turn.
+
+A connection that has not sent its ConnectRequest within ``SESSIONLESS_CNXN_TIMEOUT_MS`` is
+closed (ZooKeeper's ``zookeeper.nio.sessionlessCnxnTimeout``). Lines a peer can make us repeat
+are rate-limited per peer (``zkpy.ratelimit``).
 """
 
 from __future__ import annotations
@@ -29,13 +37,15 @@ from zkpy.admin.fourletter import answer as answer_four_letter_word
 from zkpy.admin.tls import server_context
 from zkpy.admin.view import ServerView
 from zkpy.config import ServerConfig
+from zkpy.ratelimit import LogLimiter
 from zkpy.runtime.tlsconn import TlsConnection, looks_like_tls
-from zkpy.server.connection import Connection
+from zkpy.server.connection import MAX_OUTSTANDING, RESUME_QUEUED_OUTPUT, Connection, ConnState
 from zkpy.server.core import ServerCore
 
 log = logging.getLogger("zkpy.server")
 
-MAX_OUTSTANDING_PER_CONNECTION = 1000  # stop reading a connection past this many queued requests
+MAX_OUTSTANDING_PER_CONNECTION = MAX_OUTSTANDING  # requests in flight per connection (server.connection)
+SESSIONLESS_CNXN_TIMEOUT_MS = 10_000  # close a connection without a ConnectRequest after this (as ZooKeeper)
 LISTEN_BACKLOG = 1024  # reported by the conf four-letter word
 
 
@@ -59,7 +69,10 @@ class ClientProtocol(asyncio.Protocol):
         self.conn: Connection | None = None
         self.core: ServerCore | None = None  # the core it was opened on (an ensemble's term may end)
         self.idle: bytearray | None = None  # bytes of a connection made while no core serves
-        self.writing_paused = False
+        self.writing_paused = False  # the transport's buffer is over its high-water mark
+        self.reading = True  # the transport is being read
+        self.turn: asyncio.Handle | None = None  # a turn of the loop to take more requests, scheduled
+        self.handshake_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # (uvloop's is not an asyncio.Transport subclass)
@@ -68,9 +81,14 @@ class ClientProtocol(asyncio.Protocol):
         port = self.port
         limit = port.config.max_client_cnxns
         if limit > 0 and port.per_ip.get(ip, 0) >= limit:
-            log.warning("Too many connections from %s - max is %d", ip, limit)
+            port.log_peer(log.warning, "too many", ip, f"Too many connections from {ip} - max is {limit}")
             self.transport.abort()
             return
+        # the socket takes what fits; past this its buffer pauses us (pause_writing), and the core
+        # counts it in the connection's queued output (Connection.unsent)
+        self.transport.set_write_buffer_limits(high=RESUME_QUEUED_OUTPUT, low=RESUME_QUEUED_OUTPUT // 2)
+        self.handshake_timer = asyncio.get_running_loop().call_later(SESSIONLESS_CNXN_TIMEOUT_MS / 1000,
+                                                                     self._handshake_timeout)
         core = port.core
         if core is None:  # an ensemble member between terms: four-letter words only
             self.idle = bytearray()
@@ -108,14 +126,52 @@ class ClientProtocol(asyncio.Protocol):
             self.transport.close()
             return
         self.port.on_input()
-        if conn.outstanding > MAX_OUTSTANDING_PER_CONNECTION and self.transport is not None:
-            self.transport.pause_reading()
-            conn.paused = True
+        self._regulate()
+
+    def _regulate(self) -> None:
+        """Read the socket only while the core takes this connection's requests and none waits
+        in its decoder; give the connection another turn of the loop when the core would take more."""
+        conn, core, transport = self.conn, self.core, self.transport
+        if conn is None or core is None or transport is None or conn.closing:
+            return
+        if self.turn is None and core.wants_turn(conn):
+            self.turn = asyncio.get_running_loop().call_soon(self._take_turn)
+        reading = not (conn.paused or self.writing_paused or conn.decoder.has_frame())
+        if reading != self.reading:
+            self.reading = reading
+            if reading:
+                transport.resume_reading()
+            else:
+                transport.pause_reading()
+
+    def _take_turn(self) -> None:
+        self.turn = None
+        conn, core = self.conn, self.core
+        if conn is None or core is None:
+            return
+        core.set_time(now_ms(), wall_ms())
+        core.resume(conn)
+        self.port.on_input()
+        self._regulate()
+
+    def _handshake_timeout(self) -> None:
+        """No ConnectRequest within the bound: close, as ZooKeeper's connection expirer does."""
+        self.handshake_timer = None
+        conn, transport = self.conn, self.transport
+        if transport is None or transport.is_closing():
+            return
+        if conn is not None and conn.state is not ConnState.AWAIT_CONNECT:
+            return
+        peer = transport.get_extra_info("peername") or ("?", 0)
+        self.port.log_peer(log.info, "no handshake", peer[0],
+                           f"closing connection from {peer[0]}:{peer[1]}: no session request within "
+                           f"{SESSIONLESS_CNXN_TIMEOUT_MS} ms")
+        transport.close()
 
     def _refuse(self, why: str) -> None:
         peer = self.transport.get_extra_info("peername") if self.transport is not None else None
         where = f"{peer[0]}:{peer[1]}" if peer else "?"
-        log.warning("closing connection from %s: %s", where, why)
+        self.port.log_peer(log.warning, "refused", peer[0] if peer else "?", f"closing connection from {where}: {why}")
         if self.transport is not None:
             self.transport.abort()
 
@@ -158,11 +214,17 @@ class ClientProtocol(asyncio.Protocol):
         if word in FOUR_LETTER_WORDS:
             self._send(answer_four_letter_word(word, self.port.view).encode("utf-8"))
         else:
-            log.info("refusing a client connection: this server is not serving (no quorum)")
+            peer = self.transport.get_extra_info("peername") or ("?", 0)
+            self.port.log_peer(log.info, "not serving", peer[0],
+                               f"refusing a client connection from {peer[0]}: this server is not serving (no quorum)")
         self.transport.close()
         self.idle = None
 
     def connection_lost(self, exc: Exception | None) -> None:
+        for handle in (self.turn, self.handshake_timer):
+            if handle is not None:
+                handle.cancel()
+        self.turn = self.handshake_timer = None
         conn = self.conn
         if conn is None:
             return
@@ -179,31 +241,37 @@ class ClientProtocol(asyncio.Protocol):
         self.conn = None
 
     def pause_writing(self) -> None:
-        # the client is not reading: stop reading its requests until its output drains
+        # the client is slow to read: stop reading its requests until its output drains
         self.writing_paused = True
-        if self.transport is not None:
-            self.transport.pause_reading()
+        self._output_taken()
 
     def resume_writing(self) -> None:
         self.writing_paused = False
-        if self.transport is not None and self.conn is not None and not self.conn.paused:
-            self.transport.resume_reading()
+        self._output_taken()
+
+    def _output_taken(self) -> None:
+        if self.conn is not None and self.transport is not None:
+            self.conn.unsent = self.transport.get_write_buffer_size()
+        self._regulate()
 
     def flush(self) -> None:
         conn, transport = self.conn, self.transport
         if conn is None or transport is None:
             return
         if conn.out:
-            self._send(b"".join(conn.out))
-            conn.out.clear()
+            chunks = conn.take_output()
+            if self.tls is None:
+                transport.writelines(chunks)  # no copy of them all into one (uvloop writes them with writev)
+            else:
+                self._send(b"".join(chunks))
+            conn.unsent = transport.get_write_buffer_size()
         if conn.closing:
             if conn.close_reason not in (None, "closeSession", "client went away"):
-                log.info("closing connection %s:%d: %s", conn.ip, conn.port, conn.close_reason)
+                self.port.log_peer(log.info, "closing", conn.ip,
+                                   f"closing connection {conn.ip}:{conn.port}: {conn.close_reason}")
             transport.close()
-        elif conn.paused and conn.outstanding <= MAX_OUTSTANDING_PER_CONNECTION // 2:
-            conn.paused = False
-            if not self.writing_paused:
-                transport.resume_reading()
+        else:
+            self._regulate()
 
 
 class ServesClients:
@@ -239,6 +307,7 @@ class ClientPort:
         self.per_ip: dict[str, int] = {}
         self.conn_ids = itertools.count(1)
         self.listen_backlog = LISTEN_BACKLOG
+        self.limiter = LogLimiter()
         self.unified = config.port_unification and config.tls is not None
         needs_tls = config.secure_client_port is not None or self.unified
         # raises admin.tls.TlsConfigError (the CLI checks it before serving, and exits 2)
@@ -246,6 +315,10 @@ class ClientPort:
             server_context(config.tls) if needs_tls and config.tls is not None else None
         self._server: asyncio.base_events.Server | None = None
         self._secure_server: asyncio.base_events.Server | None = None
+
+    def log_peer(self, write: Callable[[str], None], kind: str, ip: str, message: str) -> None:
+        """Log a line a peer can make us repeat, rate-limited per ``kind`` and ``ip``."""
+        self.limiter.log(write, (kind, ip), now_ms(), message)
 
     async def listen(self) -> None:
         loop = asyncio.get_running_loop()

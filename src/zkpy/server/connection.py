@@ -3,6 +3,16 @@
 Sans-I/O: bytes are fed in, replies accumulate in ``out`` for the shell to write. The
 states are AWAIT_CONNECT -> (AWAIT_SESSION ->) ESTABLISHED -> CLOSING; a four-letter
 word is recognised only as the very first four bytes, as ZooKeeper does.
+
+Bounds (back-pressure, as ZooKeeper stops reading a connection it cannot keep up with): a
+connection's requests are taken from its decoder one frame at a time, and none is taken while
+its queued output (``queued``: replies and events in ``out`` plus what the shell has written and
+the socket has not taken yet, ``unsent``) is ``MAX_QUEUED_OUTPUT`` bytes or more, or while it
+has ``MAX_OUTSTANDING`` requests in flight; it is then ``paused`` until ``can_resume``: its
+queued output is down to ``RESUME_QUEUED_OUTPUT`` and its requests in flight to half the limit.
+The shell stops reading the socket meanwhile, so what waits is bounded by the decoder's buffer.
+At most ``MAX_FRAMES_PER_TURN`` requests are taken per call, so that one greedy client cannot
+stall the others: the shell gives the loop a turn and calls again.
 """
 
 from __future__ import annotations
@@ -15,6 +25,11 @@ from zkpy.wire.framing import FrameDecoder
 from zkpy.wire.proto import Id
 
 _FOUR_LETTER_BYTES = {w.encode("ascii"): w for w in FOUR_LETTER_WORDS}
+
+MAX_QUEUED_OUTPUT = 4 * 1024 * 1024  # bytes of replies and events queued: take no request past it
+RESUME_QUEUED_OUTPUT = 1024 * 1024  # ... until they are down to this
+MAX_OUTSTANDING = 1000  # requests in flight per connection: take no request past it (resume at half)
+MAX_FRAMES_PER_TURN = 128  # requests taken from one connection before the loop gets a turn
 
 
 class ConnState(Enum):
@@ -30,7 +45,7 @@ class Connection:
     __slots__ = ("conn_id", "ip", "port", "decoder", "state", "session_id", "timeout_ms", "auth",
                  "out", "old_client", "close_reason", "received", "sent", "outstanding", "established_ms",
                  "last_cxid", "last_zxid", "last_op", "last_response_ms", "last_latency", "min_latency",
-                 "max_latency", "total_latency", "latency_count", "paused")
+                 "max_latency", "total_latency", "latency_count", "paused", "out_bytes", "unsent")
 
     def __init__(self, conn_id: int, ip: str, port: int, max_buffer: int) -> None:
         self.conn_id = conn_id
@@ -57,7 +72,35 @@ class Connection:
         self.max_latency = 0
         self.total_latency = 0
         self.latency_count = 0
-        self.paused = False
+        self.paused = False  # no request is taken until ``can_resume`` (see the module's doc)
+        self.out_bytes = 0  # bytes in ``out``
+        self.unsent = 0  # bytes the shell wrote that the socket has not taken yet (the shell keeps it)
+
+    def queue(self, data: bytes) -> None:
+        """Append one framed packet to the output."""
+        self.out.append(data)
+        self.out_bytes += len(data)
+
+    def take_output(self) -> list[bytes]:
+        """The output queued so far, for the shell to write; ``out`` is empty after."""
+        out, self.out = self.out, []
+        self.out_bytes = 0
+        return out
+
+    @property
+    def queued(self) -> int:
+        """Bytes of output not yet taken by the socket (``out`` and ``unsent``)."""
+        return self.out_bytes + self.unsent
+
+    @property
+    def over_limit(self) -> bool:
+        """Too much output queued, or too many requests in flight, to take another request."""
+        return self.queued >= MAX_QUEUED_OUTPUT or self.outstanding >= MAX_OUTSTANDING
+
+    @property
+    def can_resume(self) -> bool:
+        """A paused connection's output and requests in flight are down to the low-water marks."""
+        return self.queued <= RESUME_QUEUED_OUTPUT and self.outstanding <= MAX_OUTSTANDING // 2
 
     def four_letter_word(self) -> str | None:
         """The four-letter word this connection opened with, if it is one."""

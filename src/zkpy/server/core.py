@@ -30,7 +30,8 @@ from zkpy.errors import (
     ProtocolError,
     ZookeeperError,
 )
-from zkpy.server.connection import Connection, ConnState
+from zkpy.ratelimit import LogLimiter
+from zkpy.server.connection import MAX_FRAMES_PER_TURN, Connection, ConnState
 from zkpy.server.handshake import SUPER, authenticate, connect_response, read_connect, sasl_reply
 from zkpy.server.outputs import Output, Propose, ServerOutput
 from zkpy.server.prep import WRITE_OPS, Prep
@@ -172,6 +173,7 @@ class ServerCore:
         self._syncing: set[int] = set()  # sessions whose queue waits on a sync
         self.last_container_check = now_ms
         self.stats = ServerStats()
+        self.limiter = LogLimiter()  # lines a client can repeat: at most a few per minute per kind and peer
 
     # ---- time ----
 
@@ -202,9 +204,15 @@ class ServerCore:
         for ident in ids:
             conn.add_auth(ident)
 
+    def log_peer(self, kind: str, ip: str, message: str) -> None:
+        """Log a line that a peer can make us repeat, rate-limited per ``kind`` and ``ip``
+        (``zkpy.ratelimit``): no client can fill the disk with our log."""
+        self.limiter.log(self.log, (kind, ip), self.now_ms, message)
+
     def receive(self, conn: Connection, data: bytes) -> str | None:
-        """Bytes arrived on ``conn``: process every complete frame, or return the four-letter
-        word the connection opened with (the shell answers it and closes)."""
+        """Bytes arrived on ``conn``: process its complete frames (up to the bounds of
+        ``server.connection``: call ``resume`` for more), or return the four-letter word the
+        connection opened with (the shell answers it and closes)."""
         if conn.closing:
             return None
         conn.decoder.feed(data)
@@ -213,29 +221,54 @@ class ServerCore:
             return word
         if conn.state is ConnState.AWAIT_SESSION and conn.decoder.buffered > 4 + self.config.max_buffer:
             # frames wait here until the session exists; one frame's worth is the bound
-            self.log(f"closing connection from {conn.ip}:{conn.port}: too much data before its session was created")
+            self.log_peer("data before session", conn.ip,
+                          f"closing connection from {conn.ip}:{conn.port}: too much data before its session was created")
             self._close(conn, "data before session")
             return None
         self._process_frames(conn)
         return None
 
+    def resume(self, conn: Connection) -> None:
+        """Take more of ``conn``'s buffered requests: the shell calls it when a turn of the loop
+        passed with requests left (``conn.decoder.has_frame()``), or when the output of a paused
+        connection drained (``conn.can_resume``)."""
+        if conn.paused:
+            if not conn.can_resume:
+                return
+            conn.paused = False
+        self._process_frames(conn)
+
+    def wants_turn(self, conn: Connection) -> bool:
+        """Would ``resume`` take a request of ``conn`` now (or let a paused one take them again)?"""
+        if conn.closing or conn.state is ConnState.AWAIT_SESSION:
+            return False
+        if conn.paused:
+            return conn.can_resume
+        return conn.decoder.has_frame()
+
     def _process_frames(self, conn: Connection) -> None:
+        """Take ``conn``'s requests in order, one frame at a time, until none is complete, the
+        connection waits (for its session, or paused: too much output queued or too many requests
+        in flight) or ``MAX_FRAMES_PER_TURN`` were taken; the rest stay in its decoder."""
+        decoder = conn.decoder
         try:
-            while not conn.closing and conn.state is not ConnState.AWAIT_SESSION:
-                frames = conn.decoder.frames(-1 if conn.state is ConnState.ESTABLISHED else 1)
-                if not frames:
+            for _ in range(MAX_FRAMES_PER_TURN):
+                if conn.closing or conn.paused or conn.state is ConnState.AWAIT_SESSION:
                     return
-                for frame in frames:
-                    if conn.closing:
-                        return
-                    conn.received += 1
-                    self.stats.packets_received += 1
-                    if conn.state is ConnState.AWAIT_CONNECT:
-                        self._connect(conn, frame)
-                    else:
-                        self._packet(conn, frame)
+                if conn.over_limit:
+                    conn.paused = True
+                    return
+                frame = decoder.next_frame()
+                if frame is None:
+                    return
+                conn.received += 1
+                self.stats.packets_received += 1
+                if conn.state is ConnState.AWAIT_CONNECT:
+                    self._connect(conn, frame)
+                else:
+                    self._packet(conn, frame)
         except ProtocolError as exc:
-            self.log(f"closing connection from {conn.ip}:{conn.port}: {exc}")
+            self.log_peer("protocol error", conn.ip, f"closing connection from {conn.ip}:{conn.port}: {exc}")
             self._close(conn, str(exc))
 
     def disconnected(self, conn: Connection) -> None:
@@ -254,7 +287,7 @@ class ServerCore:
     def _send(self, conn: Connection, payload: bytes) -> None:
         if conn.closing and conn.close_reason != "closeSession":
             return
-        conn.out.append(INT.pack(len(payload)) + payload)
+        conn.queue(INT.pack(len(payload)) + payload)
         conn.sent += 1
         self.stats.packets_sent += 1
         self._dirty[conn] = None
@@ -266,8 +299,9 @@ class ServerCore:
         if read_only_byte:
             conn.old_client = False  # we are never read-only
         if req.lastZxidSeen > self.tree.last_processed_zxid:
-            self.log(f"refusing session request for client {conn.ip}:{conn.port} as it has seen zxid "
-                     f"0x{req.lastZxidSeen:x} our last zxid is 0x{self.tree.last_processed_zxid:x}")
+            self.log_peer("zxid ahead", conn.ip,
+                          f"refusing session request for client {conn.ip}:{conn.port} as it has seen zxid "
+                          f"0x{req.lastZxidSeen:x} our last zxid is 0x{self.tree.last_processed_zxid:x}")
             self._close(conn, "client zxid ahead")
             return
         timeout = min(max(req.timeOut, self.config.min_session_timeout), self.config.max_session_timeout)
@@ -291,7 +325,8 @@ class ServerCore:
 
     def _refuse_session(self, conn: Connection, sid: int) -> None:
         """The session ``conn`` resumes is gone: say so (a ConnectResponse of zeros) and close."""
-        self.log(f"invalid session 0x{sid & 0xFFFFFFFFFFFFFFFF:x} for client {conn.ip}:{conn.port}, probably expired")
+        self.log_peer("invalid session", conn.ip,
+                      f"invalid session 0x{sid & 0xFFFFFFFFFFFFFFFF:x} for client {conn.ip}:{conn.port}, probably expired")
         self._connect_response(conn, valid=False)
         self._close(conn, "invalid session")
 
@@ -319,7 +354,7 @@ class ServerCore:
 
     def _connect_response(self, conn: Connection, valid: bool) -> None:
         payload = connect_response(conn.session_id, conn.timeout_ms, valid, not conn.old_client)
-        conn.out.append(INT.pack(len(payload)) + payload)  # not _send: it goes out even to a closing connection
+        conn.queue(INT.pack(len(payload)) + payload)  # not _send: it goes out even to a closing connection
         conn.sent += 1
         self.stats.packets_sent += 1
         self._dirty[conn] = None
@@ -340,7 +375,7 @@ class ServerCore:
             self._sasl(conn, xid, body)
             return
         if op not in VALID_OPS:
-            self.log(f"received packet at server of unknown type {op} from {conn.ip}:{conn.port}")
+            self.log_peer("unknown type", conn.ip, f"received packet at server of unknown type {op} from {conn.ip}:{conn.port}")
             self._send(conn, ReplyHeader(xid, -1, Code.UNIMPLEMENTED).to_bytes())
             self._close(conn, f"unknown type {op}")
             return
@@ -386,18 +421,19 @@ class ServerCore:
         scheme = packet.scheme
         ids = authenticate(packet, conn.ip, self.config.super_digest)
         if ids is None:
-            self.log(f"authentication failed for scheme {scheme!r} from {conn.ip}:{conn.port}")
+            self.log_peer("auth failed", conn.ip, f"authentication failed for scheme {scheme!r} from {conn.ip}:{conn.port}")
             self._send(conn, ReplyHeader(xid, 0, Code.AUTHFAILED).to_bytes())
             self._close(conn, "auth failed")
             return
         for ident in ids:
             conn.add_auth(ident)
-        self.log(f"session 0x{conn.session_id & 0xFFFFFFFFFFFFFFFF:x}: auth success for scheme {scheme}")
+        self.log_peer("auth success", conn.ip,
+                      f"session 0x{conn.session_id & 0xFFFFFFFFFFFFFFFF:x}: auth success for scheme {scheme}")
         self._send(conn, ReplyHeader(xid, 0, 0).to_bytes())
 
     def _sasl(self, conn: Connection, xid: int, body: bytes) -> None:
         reply = sasl_reply(xid, body)
-        self.log(f"SASL token from {conn.ip}:{conn.port} ignored: no SASL server is configured")
+        self.log_peer("sasl ignored", conn.ip, f"SASL token from {conn.ip}:{conn.port} ignored: no SASL server is configured")
         self._send(conn, reply)
 
     def _submit_write(self, conn: Connection, xid: int, op: int, body: bytes) -> None:
@@ -405,8 +441,9 @@ class ServerCore:
         if op == OpCode.CREATE_SESSION:
             # a client may not create sessions over an established one (ZooKeeper answers it with a
             # second ConnectResponse and no reply; zkpy refuses it with BadArguments)
-            self.log(f"refusing createSession from established session 0x{conn.session_id & 0xFFFFFFFFFFFFFFFF:x} "
-                     f"at {conn.ip}:{conn.port}")
+            self.log_peer("createSession", conn.ip,
+                          f"refusing createSession from established session 0x{conn.session_id & 0xFFFFFFFFFFFFFFFF:x} "
+                          f"at {conn.ip}:{conn.port}")
             error = error or BadArgumentsError("createSession from a client")
         self._propose(op, request, conn, xid, conn.session_id, error)
 
@@ -423,7 +460,7 @@ class ServerCore:
             _check_null_paths(op, request)
             error = None
         except (ProtocolError, ValueError, IndexError, struct.error, KeyError) as exc:
-            self.log(f"failed to decode {OP_NAMES.get(op, op)} from {origin}: {exc}")
+            self.log_peer("undecodable", origin.rsplit(":", 1)[0], f"failed to decode {OP_NAMES.get(op, op)} from {origin}: {exc}")
             request, error = None, MarshallingError()
         return request, error
 
@@ -438,8 +475,8 @@ class ServerCore:
                                              self.sessions.is_live(session) or op == OpCode.CREATE_SESSION)
             if conn is not None and error is not None and (error.code == Code.BADARGUMENTS
                                                            or op == OpCode.DELETE_CONTAINER):
-                self.log(f"{OP_NAMES.get(op, op)} from {conn.ip}:{conn.port} refused with "
-                         f"{Code(error.code).name}: {error}")
+                self.log_peer("refused", conn.ip, f"{OP_NAMES.get(op, op)} from {conn.ip}:{conn.port} refused with "
+                                                  f"{Code(error.code).name}: {error}")
         else:
             hdr, txn = TxnHeader(session, xid, zxid, self.wall_ms, OpCode.ERROR), ErrorTxn(int(error.code))
         if op == OpCode.CLOSE_SESSION and error is None:
@@ -609,9 +646,9 @@ class ServerCore:
         except ZookeeperError as exc:
             body, err = b"", int(exc.code)
             if err == Code.BADARGUMENTS:
-                self.log(f"{OP_NAMES.get(op, op)} from {conn.ip}:{conn.port} refused with BADARGUMENTS")
+                self.log_peer("refused", conn.ip, f"{OP_NAMES.get(op, op)} from {conn.ip}:{conn.port} refused with BADARGUMENTS")
         except (ProtocolError, ValueError, IndexError, struct.error) as exc:
-            self.log(f"failed to process {OP_NAMES.get(op, op)} from {conn.ip}:{conn.port}: {exc}")
+            self.log_peer("undecodable", conn.ip, f"failed to process {OP_NAMES.get(op, op)} from {conn.ip}:{conn.port}: {exc}")
             body, err = b"", int(Code.MARSHALLINGERROR)
         self._account(conn, r.xid, op, zxid, r.received_ms)
         self._send(conn, _REPLY_HEADER.pack(r.xid, zxid, err) + body)

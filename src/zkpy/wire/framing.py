@@ -10,6 +10,8 @@ from zkpy.errors import ProtocolError
 
 from .jute import INT
 
+_COMPACT_AT = 64 * 1024  # bytes read before next_frame moves the rest of the buffer down
+
 
 class FrameDecoder:
     """Accumulates received bytes and yields whole frames, never more than max_buffer each."""
@@ -51,6 +53,40 @@ class FrameDecoder:
             del buf[:pos]
         self._pos = 0
         return out
+
+    def next_frame(self) -> bytes | None:
+        """The next complete frame, or None when it is not all in yet (one at a time: whoever
+        reads may stop between two frames and leave the rest buffered).
+
+        ProtocolError when the next length is negative or above max_buffer."""
+        buf, pos = self._buf, self._pos
+        if len(buf) - pos < 4:
+            return None
+        (n,) = INT.unpack_from(buf, pos)
+        if n < 0 or n > self.max_buffer:
+            raise ProtocolError(f"Len error: packet length {n} is negative or larger than "
+                                f"jute.maxbuffer={self.max_buffer}")
+        end = pos + 4 + n
+        if end > len(buf):
+            return None
+        out = bytes(buf[pos + 4 : end])
+        if end == len(buf):
+            buf.clear()
+            self._pos = 0
+        elif end >= _COMPACT_AT and end * 2 >= len(buf):  # drop what was read when it is most of the buffer
+            del buf[:end]
+            self._pos = 0
+        else:
+            self._pos = end
+        return out
+
+    def has_frame(self) -> bool:
+        """A complete frame (or a bad length, which ``next_frame`` raises on) is buffered."""
+        buf, pos = self._buf, self._pos
+        if len(buf) - pos < 4:
+            return False
+        n: int = INT.unpack_from(buf, pos)[0]
+        return n < 0 or n > self.max_buffer or len(buf) - pos - 4 >= n
 
     @property
     def buffered(self) -> int:

@@ -51,8 +51,7 @@ class Harness:
 
     @staticmethod
     def take(conn) -> list[bytes]:  # type: ignore[no-untyped-def]
-        frames = [f[4:] for f in conn.out]
-        conn.out.clear()
+        frames = [f[4:] for f in conn.take_output()]
         return frames
 
     def advance(self, ms: int) -> None:

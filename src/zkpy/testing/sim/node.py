@@ -135,11 +135,12 @@ class SimNode:
         link = self.client_links.get(conn.conn_id)
         if link is None or link.conn is not conn:
             return
-        data = b"".join(conn.out)
-        conn.out.clear()
+        data = b"".join(conn.take_output())
         if conn.closing:
             del self.client_links[conn.conn_id]
         self.c.sessions.delivered(link, data, conn.closing)
+        if conn.paused and conn.can_resume:  # it took no request while too many were in flight: now it may
+            self.post(0, self.c.sessions.server_turn, link)
 
     def close_clients(self) -> None:
         """Every client connection is closed (the term ended, or the process died)."""

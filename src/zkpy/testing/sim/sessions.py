@@ -314,7 +314,13 @@ class Sessions:
             return
         link.core.set_time(node.now, node.wall_ms)
         link.core.receive(link.conn, data)
+        while link.core.wants_turn(link.conn):  # the client port's later turns, all at once here
+            link.core.resume(link.conn)
         term.flush_due = True
+
+    def server_turn(self, link: Link) -> None:
+        """The server takes more of a connection's requests (its output drained, or fewer are in flight)."""
+        self._server_receives(link, b"")
 
     def delivered(self, link: Link, data: bytes, closing: bool) -> None:
         """The server wrote ``data`` on the connection (and closed it after, with ``closing``)."""
