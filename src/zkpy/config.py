@@ -56,6 +56,8 @@ class QuorumConfig:
     # zkpy.quorumSync: the leader answers a sync only after a quorum confirms it still leads
     # (ZooKeeper's sync does not check; see ZOOKEEPER-1675)
     quorum_sync: bool = False
+    # the version of the server list: the hex suffix of the dynamicConfigFile's name (0 without one)
+    config_version: int = 0
 
     @property
     def participants(self) -> tuple[QuorumServer, ...]:

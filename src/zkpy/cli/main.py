@@ -41,7 +41,12 @@ def server(zoo_cfg: str | None, log_level: str, faults: tuple[str, ...], **flags
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         jaas = jaas_path_from_flags(os.environ.get("SERVER_JVMFLAGS", ""), os.environ.get("JVMFLAGS", ""))
-        config = load_zoo_cfg(zoo_cfg, jaas_path=jaas) if zoo_cfg else ServerConfig()
+        address_flag = flags.get("client_port_address") is not None
+        config = load_zoo_cfg(zoo_cfg, jaas_path=jaas, loopback_note=not address_flag) if zoo_cfg else ServerConfig()
+        if not zoo_cfg and not address_flag:
+            logging.getLogger("zkpy.config").warning(
+                "no clientPortAddress (or --address): zkpy listens on 127.0.0.1 only; set clientPortAddress "
+                "in zoo.cfg (or --address 0.0.0.0) for remote clients")
     except ConfigError as exc:
         click.echo(f"zkpy: {exc}", err=True)
         sys.exit(EXIT_CONFIG)

@@ -6,6 +6,14 @@ brackets), ``initLimit``, ``syncLimit``, ``peerType``, ``electionAlg``, ``standa
 ``quorumListenOnAllIPs``, plus this server's id from ``dataDir/myid``. Reading that file is the
 only I/O here besides reading zoo.cfg itself: ``config_from_properties`` takes a ``MyidReader``,
 so it can be driven with a dict and a fake.
+
+Which keys zkpy honours, which it accepts with one WARN (no effect) and which it refuses is
+``zoocfg_keys.KEYS``; the generic readers below are built from it. A key in no row is accepted
+with a WARN, as ZooKeeper accepts it. ``dynamicConfigFile`` names the file with the ``server.N``
+(``group``, ``weight``) lines, read as ZooKeeper 3.8's ``QuorumPeerConfig`` reads it: those lines
+may then not be in zoo.cfg, the dynamic file holds nothing else (no ``version=``: the version is
+the file name's hex suffix, ``zoo.cfg.dynamic.100000000``), and a relative path is taken from the
+working directory.
 """
 
 from __future__ import annotations
@@ -19,7 +27,8 @@ from dataclasses import fields, replace
 from typing import Any
 
 from zkpy.cli.jaas import read_sasl_section
-from zkpy.cli.security_keys import is_security_key, security_config
+from zkpy.cli.security_keys import SSL_KEYS_WITHOUT_EFFECT, is_security_key, security_config
+from zkpy.cli.zoocfg_keys import KEYS, Treatment, refuses, rule_for
 from zkpy.config import LearnerType, QuorumConfig, QuorumServer, ServerConfig
 from zkpy.ids import ServerId
 
@@ -33,40 +42,20 @@ class ConfigError(Exception):
     """A bad configuration: the message names the key and the file."""
 
 
-_INT_KEYS = {
-    "tickTime": "tick_ms",
-    "clientPort": "client_port",
-    "maxClientCnxns": "max_client_cnxns",
-    "minSessionTimeout": "min_session_timeout_ms",
-    "maxSessionTimeout": "max_session_timeout_ms",
-    "jute.maxbuffer": "max_buffer",
-    "znode.container.checkIntervalMs": "container_check_interval_ms",
-    "znode.container.maxPerMinute": "container_max_per_minute",
-    "snapCount": "snap_count",
-    "preAllocSize": "prealloc_kb",
-    "autopurge.snapRetainCount": "autopurge_snap_retain_count",
-    "autopurge.purgeInterval": "autopurge_purge_interval_h",
-}
-_STR_KEYS = {
-    "dataDir": "data_dir",
-    "dataLogDir": "data_log_dir",
-    "clientPortAddress": "client_port_address",
-    "superDigest": "super_digest",
-}
-_QUORUM_INT_KEYS = {
-    "initLimit": "init_limit_ticks",
-    "syncLimit": "sync_limit_ticks",
-    "electionAlg": "election_alg",
-    "cnxTimeout": "cnx_timeout_ms",
-}
-_QUORUM_BOOL_KEYS = {
-    "standaloneEnabled": "standalone_enabled",
-    "quorumListenOnAllIPs": "quorum_listen_on_all_ips",
-    "zkpy.quorumSync": "quorum_sync",
-}
-_IGNORED = {  # known ZooKeeper keys that do not apply to a standalone zkpy server yet
-    "admin.enableServer", "admin.serverPort", "reconfigEnabled", "metricsProvider.className", "audit.enable",
-}
+def _generic(parse: str, quorum: bool) -> dict[str, str]:
+    """zoo.cfg key -> field, for the honoured keys read by one generic reader."""
+    out = {}
+    for key, rule in KEYS.items():
+        if rule.treatment is Treatment.HONOURED and rule.parse == parse and rule.field is not None:
+            if rule.field.startswith("quorum.") == quorum:
+                out[key] = rule.field.removeprefix("quorum.")
+    return out
+
+
+_INT_KEYS = _generic("int", quorum=False)
+_STR_KEYS = _generic("str", quorum=False)
+_QUORUM_INT_KEYS = _generic("int", quorum=True)
+_QUORUM_BOOL_KEYS = _generic("bool", quorum=True)
 _FOUR_LETTER = {"ruok", "srvr", "stat", "mntr", "conf", "cons", "crst", "srst", "envi", "wchs", "wchc",
                 "wchp", "dump", "dirs", "isro", "gtmk", "stmk", "*"}
 
@@ -95,14 +84,16 @@ def read_myid_file(path: str) -> str | None:
         return f.read()
 
 
-def load_zoo_cfg(path: str, read_myid: MyidReader = read_myid_file, jaas_path: str | None = None) -> ServerConfig:
-    """``jaas_path``: the JAAS file the environment names (``SERVER_JVMFLAGS``/``JVMFLAGS``)."""
+def load_zoo_cfg(path: str, read_myid: MyidReader = read_myid_file, jaas_path: str | None = None,
+                 loopback_note: bool = True) -> ServerConfig:
+    """``jaas_path``: the JAAS file the environment names (``SERVER_JVMFLAGS``/``JVMFLAGS``);
+    ``loopback_note``: see ``config_from_properties``."""
     try:
         with open(path, encoding="utf-8") as f:
             props = parse_properties(f.read())
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    return config_from_properties(props, path, read_myid, jaas_path)
+    return config_from_properties(props, path, read_myid, jaas_path, loopback_note=loopback_note)
 
 
 def _read_text(path: str) -> str:
@@ -131,13 +122,30 @@ def _bool(source: str, key: str, value: str) -> bool:
 
 
 def config_from_properties(props: dict[str, str], source: str, read_myid: MyidReader = _no_myid,
-                           jaas_path: str | None = None) -> ServerConfig:
+                           jaas_path: str | None = None, read_file: Callable[[str], str] = _read_text,
+                           loopback_note: bool = True) -> ServerConfig:
     """A ServerConfig from zoo.cfg's properties; ``source`` names the file in errors. ``read_myid``
     reads ``dataDir/myid`` (the default finds none: pass ``read_myid_file`` for the real one);
-    ``jaas_path`` is the JAAS file the environment names, if any."""
+    ``jaas_path`` is the JAAS file the environment names, if any; ``read_file`` reads the
+    ``dynamicConfigFile``. With ``loopback_note``, a config without a client address says in one
+    line that zkpy listens on loopback only (the caller passes False when a flag sets the address)."""
     values: dict[str, Any] = {}
     quorum_values: dict[str, Any] = {}
     servers: dict[ServerId, tuple[str, QuorumServer]] = {}
+    warn = _warner(source)
+    dynamic = props.get("dynamicConfigFile")
+    if dynamic is not None:
+        for key in props:
+            if key.startswith(("server.", "group", "weight")):
+                raise ConfigError(f"{source}: {key}: with dynamicConfigFile set, the server.N, group and weight "
+                                  "lines must be in the dynamic config file (as ZooKeeper requires)")
+        dynamic_source, dynamic_props, quorum_values["config_version"] = _read_dynamic(source, dynamic, read_file)
+        for key, value in dynamic_props.items():
+            if key.startswith("server."):
+                _add_server(dynamic_source, key, value, servers)
+            else:
+                _check_rule(dynamic_source, key, value, warn)  # group and weight lines are refused
+    autocreate = True
     for key, value in props.items():
         if key in _INT_KEYS:
             values[_INT_KEYS[key]] = _int(source, key, value)
@@ -152,10 +160,7 @@ def config_from_properties(props: dict[str, str], source: str, read_myid: MyidRe
                 raise ConfigError(f"{source}: peerType={value!r} must be participant or observer")
             quorum_values["peer_type"] = LearnerType(value.lower())
         elif key.startswith("server."):
-            server = _parse_server(source, key, value)
-            if server.sid in servers:
-                raise ConfigError(f"{source}: {key} and {servers[server.sid][0]} both name server id {server.sid}")
-            servers[server.sid] = (key, server)
+            _add_server(source, key, value, servers)
         elif key in _STR_KEYS:
             if not value:
                 raise ConfigError(f"{source}: {key} is empty")
@@ -172,16 +177,25 @@ def config_from_properties(props: dict[str, str], source: str, read_myid: MyidRe
             values["force_sync"] = value.lower() == "yes"
         elif key in ("extendedTypesEnabled", "zookeeper.extendedTypesEnabled"):
             values["extended_types"] = _bool(source, key, value)
-        elif is_security_key(key):
+        elif key == "DigestAuthenticationProvider.superDigest":
+            if not value:
+                raise ConfigError(f"{source}: {key} is empty")
+            values["super_digest"] = value
+        elif key == "datadir.autocreate":
+            autocreate = _bool(source, key, value)
+        elif key == "dynamicConfigFile":
+            continue  # read above
+        elif is_security_key(key) or key in SSL_KEYS_WITHOUT_EFFECT:
             continue  # security_keys reads them all below
-        elif key in _IGNORED or key.startswith("group.") or key.startswith("weight."):
-            # group.N / weight.N select ZooKeeper's hierarchical quorums; zkpy knows majority
-            # quorums only, and runs no ensemble yet, so they stay ignored until it does.
-            continue
         else:
-            raise ConfigError(f"{source}: unknown key {key!r}")
+            _check_rule(source, key, value, warn)
     if "data_dir" not in values:
         raise ConfigError(f"{source}: dataDir is not set")
+    if not autocreate:
+        for key, name in (("dataDir", "data_dir"), ("dataLogDir", "data_log_dir")):
+            if name in values and not os.path.isdir(values[name]):
+                raise ConfigError(f"{source}: {key}={values[name]} does not exist, and datadir.autocreate=false "
+                                  "forbids creating it")
     for key, name in (("tickTime", "tick_ms"), ("snapCount", "snap_count"), ("preAllocSize", "prealloc_kb")):
         if values.get(name, 1) == 0:
             raise ConfigError(f"{source}: {key} must be positive")
@@ -203,6 +217,9 @@ def config_from_properties(props: dict[str, str], source: str, read_myid: MyidRe
             values["client_port_enabled"] = False  # as ZooKeeper: only the TLS port listens
     except ValueError as exc:
         raise ConfigError(f"{source}: {exc}") from None
+    if loopback_note and "client_port_address" not in values:
+        log.warning("%s: clientPortAddress is not set: zkpy listens on 127.0.0.1 only, where ZooKeeper would "
+                    "listen on every address; set clientPortAddress (e.g. 0.0.0.0) for remote clients", source)
     known = {f.name for f in fields(ServerConfig)}
     assert set(values) <= known
     cfg = ServerConfig(**values)
@@ -217,6 +234,57 @@ def _warner(source: str) -> Callable[[str, str], None]:
         log.warning("%s: %s has no effect in zkpy: %s", source, key, why)
 
     return warn
+
+
+def _check_rule(source: str, key: str, value: str, warn: Callable[[str, str], None]) -> None:
+    """A key zoocfg does not read: refused, accepted with one WARN, or (asking for what zkpy does
+    anyway) accepted silently, as ``zoocfg_keys`` says; a key in no row is accepted with a WARN."""
+    found = rule_for(key)
+    if found is None:
+        warn(key, f"zkpy does not know it (ZooKeeper 3.8 would set the system property zookeeper.{key})")
+        return
+    name, rule = found
+    if rule.treatment is Treatment.REFUSED:
+        if refuses(rule, value):
+            raise ConfigError(f"{source}: {key}={value}: refused: {rule.detail}")
+    elif rule.treatment is Treatment.NO_EFFECT:
+        if value.strip().lower() not in rule.same:
+            warn(key, rule.detail)
+    else:
+        raise AssertionError(f"zoocfg_keys says zkpy honours {name}, but zoocfg does not read {key}")
+
+
+def _add_server(source: str, key: str, value: str, servers: dict[ServerId, tuple[str, QuorumServer]]) -> None:
+    server = _parse_server(source, key, value)
+    if server.sid in servers:
+        raise ConfigError(f"{source}: {key} and {servers[server.sid][0]} both name server id {server.sid}")
+    servers[server.sid] = (key, server)
+
+
+def _version_from_name(path: str) -> int:
+    """The config version a dynamic file's name ends in (``zoo.cfg.dynamic.100000000``: hex), 0 without one."""
+    suffix = path.rsplit(".", 1)[-1] if "." in os.path.basename(path) else ""
+    try:
+        return int(suffix, 16)
+    except ValueError:
+        return 0
+
+
+def _read_dynamic(source: str, path: str, read_file: Callable[[str], str]) -> tuple[str, dict[str, str], int]:
+    """The dynamic config file's name (for messages), its lines and its version. A relative path is
+    taken from the working directory, as ZooKeeper opens it."""
+    full = os.path.abspath(path)
+    try:
+        props = parse_properties(read_file(full))
+    except OSError as exc:
+        raise ConfigError(f"{source}: dynamicConfigFile={path}: cannot read {full}: {exc.strerror or exc}") from None
+    for key in props:
+        if key == "version":
+            raise ConfigError(f"{full}: version must not be in the dynamic config file: ZooKeeper takes it from "
+                              "the file name (zoo.cfg.dynamic.<hex version>)")
+        if not key.startswith(("server.", "group", "weight")):
+            raise ConfigError(f"{full}: {key}: a dynamic config file holds only server.N, group and weight lines")
+    return full, props, _version_from_name(full)
 
 
 _SERVER_FORM = "expected host:peerPort:electionPort[:participant|observer][;[clientHost:]clientPort]"
@@ -250,7 +318,8 @@ def _parse_server(source: str, key: str, value: str) -> QuorumServer:
     if len(parts) > 2:
         raise bad(f"more than one ';' ({_SERVER_FORM})")
     if "|" in parts[0]:
-        raise bad("several addresses joined by '|' (multiAddress) are not supported")
+        raise bad("several addresses joined by '|' (multiAddress.enabled) are not supported: zkpy reads one "
+                  "address per server")
     try:
         server_parts = _host_and_port(parts[0].strip())
         client_parts = _host_and_port(parts[1].strip()) if len(parts) == 2 else []

@@ -95,9 +95,10 @@ def test_no_server_lines_means_no_quorum() -> None:
     assert cfg.quorum is None and cfg.server_id == 0
 
 
-def test_group_and_weight_keys_are_accepted_and_ignored() -> None:
-    quorum = quorum_of({**THREE, "group.1": "1:2:3", "weight.1": "1", "weight.2": "1", "weight.3": "1"}, "1")
-    assert len(quorum.servers) == 3
+@pytest.mark.parametrize("key", ["group.1", "weight.1"])
+def test_group_and_weight_keys_are_refused_since_zkpy_counts_majorities(key: str) -> None:
+    message = refused({**THREE, key: "1:2:3" if key.startswith("group") else "1"}, "1")
+    assert key in message and "majority" in message
 
 
 def test_myid_first_line_is_the_id_and_becomes_server_id() -> None:
