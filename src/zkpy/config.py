@@ -9,6 +9,7 @@ list has one participant (or none) and ``standaloneEnabled`` is true; otherwise 
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from zkpy.ids import ServerId
@@ -133,6 +134,9 @@ class SaslConfig:
     gssapi: bool = False  # the section names Krb5LoginModule
     remove_host_from_principal: bool = False  # kerberos.removeHostFromPrincipal
     remove_realm_from_principal: bool = False  # kerberos.removeRealmFromPrincipal
+    super_users: tuple[str, ...] = ()  # zookeeper.superUser (and zookeeper.superUser.*): these sasl ids are super
+    # the shell's randomness for DIGEST-MD5 nonces (os.urandom); pure code draws none of its own
+    random_bytes: Callable[[int], bytes] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +173,7 @@ class ServerConfig:
     x509_auth: bool = False  # authProvider.N names X509AuthenticationProvider (or ssl.authProvider=x509)
     x509: X509AuthConfig = field(default_factory=X509AuthConfig)
     sasl: SaslConfig | None = None  # a JAAS Server section was found
+    sasl_auth: bool = False  # authProvider.N names SASLAuthenticationProvider: sasl: ACLs are valid
     enforce_auth_schemes: tuple[str, ...] = ()  # enforce.auth.schemes when enforce.auth.enabled=true
     session_require_client_sasl_auth: bool = False  # sessionRequireClientSASLAuth
 

@@ -9,6 +9,7 @@ options of ``DigestLoginModule`` in the server section, and recognises a Kerbero
 
 from __future__ import annotations
 
+import os
 import re
 
 from zkpy.config import SaslConfig
@@ -101,4 +102,4 @@ def read_sasl_section(path: str, section: str = "Server") -> SaslConfig:
     if not users and not gssapi:
         raise ValueError(f"JAAS file {path}: section {section!r} has no user_NAME=\"password\" option "
                          f"({DIGEST_MODULE}) and no Kerberos login module")
-    return SaslConfig(users=users, jaas_file=path, section=section, gssapi=gssapi)
+    return SaslConfig(users=users, jaas_file=path, section=section, gssapi=gssapi, random_bytes=os.urandom)

@@ -12,7 +12,7 @@ import sys
 import click
 
 from zkpy.cli.ensemble import ensemble
-from zkpy.cli.security_keys import jaas_path_from_flags
+from zkpy.cli.security_keys import jaas_path_from_flags, super_users_from_flags
 from zkpy.cli.storage_tools import logdump, purge, snapdump
 from zkpy.cli.zoocfg import ConfigError, load_zoo_cfg
 from zkpy.config import ServerConfig
@@ -50,6 +50,11 @@ def server(zoo_cfg: str | None, log_level: str, faults: tuple[str, ...], **flags
     except ConfigError as exc:
         click.echo(f"zkpy: {exc}", err=True)
         sys.exit(EXIT_CONFIG)
+    sasl_supers = super_users_from_flags(os.environ.get("SERVER_JVMFLAGS", ""), os.environ.get("JVMFLAGS", ""))
+    if sasl_supers and config.sasl is not None:  # -Dzookeeper.superUser=NAME, as zkServer.sh passes it
+        from dataclasses import replace as _replace
+
+        config = _replace(config, sasl=_replace(config.sasl, super_users=(*config.sasl.super_users, *sasl_supers)))
     if config.quorum is not None and config.quorum.is_ensemble:
         problem = _ensemble_problem(config)
         if problem is not None:

@@ -53,7 +53,25 @@ def is_security_key(key: str) -> bool:
             or key in ("secureClientPort", "secureClientPortAddress", "client.portUnification",
                        "sessionRequireClientSASLAuth", "X509AuthenticationProvider.superUser",
                        "zookeeper.sasl.serverconfig", "kerberos.removeHostFromPrincipal",
-                       "kerberos.removeRealmFromPrincipal", JAAS_KEY))
+                       "kerberos.removeRealmFromPrincipal", JAAS_KEY)
+            or is_super_user_key(key))
+
+
+def is_super_user_key(key: str) -> bool:
+    """``superUser`` and ``superUser.*``: ZooKeeper makes them the system properties
+    ``zookeeper.superUser[.*]``, whose values are SASL ids that are super users."""
+    return key == "superUser" or key.startswith("superUser.")
+
+
+def super_users_from_flags(server_jvmflags: str, jvmflags: str) -> tuple[str, ...]:
+    """The SASL super users ``-Dzookeeper.superUser[.*]=NAME`` name in the JVM flags zkServer.sh passes."""
+    found: dict[str, str] = {}
+    for word in f"{server_jvmflags} {jvmflags}".split():
+        if word.startswith("-Dzookeeper.superUser") and "=" in word:
+            key, value = word[2:].split("=", 1)
+            if key == "zookeeper.superUser" or key.startswith("zookeeper.superUser."):
+                found[key] = value.strip("'\"")
+    return tuple(v for v in found.values() if v)
 
 
 Warn = Callable[[str, str], None]
@@ -188,8 +206,16 @@ def security_config(props: Mapping[str, str], warn: Warn, read_text: Callable[[s
 
     section = props.get("zookeeper.sasl.serverconfig", "Server").strip() or "Server"
     path = props.get(JAAS_KEY, "").strip() or jaas_path
+    values["sasl_auth"] = "sasl" in schemes
     if path:
         values["sasl"] = read_sasl(path, section)
+        if values["sasl"].gssapi:
+            raise ValueError(f"JAAS file {path}: section {section!r} logs in with Kerberos (Krb5LoginModule), "
+                             "so ZooKeeper would serve SASL GSSAPI; zkpy cannot: no GSSAPI binding (python-gssapi) "
+                             "is installed. Serve DIGEST-MD5 instead (DigestLoginModule with user_NAME=\"password\")")
+        supers = tuple(props[k].strip() for k in sorted(props) if is_super_user_key(k) and props[k].strip())
+        if supers:
+            values["sasl"] = _replace_sasl(values["sasl"], super_users=supers)
     elif "sasl" in schemes:
         warn(schemes["sasl"], f"no JAAS file is configured (set {JAAS_KEY} in zoo.cfg or "
                               f"-D{JAAS_KEY}=FILE in SERVER_JVMFLAGS), so no client can authenticate with SASL")
@@ -203,8 +229,10 @@ def security_config(props: Mapping[str, str], warn: Warn, read_text: Callable[[s
         if not enforced:
             raise ValueError("enforce.auth.enabled=true needs enforce.auth.schemes")
         for scheme in enforced:
-            if scheme not in ("digest", "sasl", "x509", "ip", *schemes):
-                raise ValueError(f"enforce.auth.schemes names {scheme!r}, which no auth provider serves")
+            if scheme not in ("digest", "x509", "ip", *schemes):
+                # ZooKeeper 3.8 exits: "Authentication scheme sasl is not available." (no authProvider.N for it)
+                raise ValueError(f"enforce.auth.schemes names {scheme!r}, which no auth provider serves"
+                                 + (f" (set authProvider.1={SASL_PROVIDER})" if scheme == "sasl" else ""))
         values["enforce_auth_schemes"] = enforced
     elif "enforce.auth.schemes" in props:
         warn("enforce.auth.schemes", "enforce.auth.enabled is not true")
@@ -213,6 +241,9 @@ def security_config(props: Mapping[str, str], warn: Warn, read_text: Callable[[s
                                                            props["sessionRequireClientSASLAuth"])
         if values["session_require_client_sasl_auth"] and "sasl" not in values:
             raise ValueError("sessionRequireClientSASLAuth=true but no JAAS Server section is configured")
+        if values["session_require_client_sasl_auth"] and "sasl" not in schemes:
+            # ZooKeeper 3.8 exits: "Authentication scheme sasl is not available."
+            raise ValueError(f"sessionRequireClientSASLAuth=true needs authProvider.1={SASL_PROVIDER}")
     for key, why in SSL_KEYS_WITHOUT_EFFECT.items():
         if key in props:
             warn(key, why)
@@ -224,6 +255,10 @@ def security_config(props: Mapping[str, str], warn: Warn, read_text: Callable[[s
             *QUORUM_KEYS, *(f"ssl.{k}" for k in (*_STORE_KEYS, *_TLS_KEYS, *_X509_KEYS)),
             *(f"ssl.quorum.{k}" for k in (*_STORE_KEYS, *_TLS_KEYS))}
     for key in props:
+        if is_super_user_key(key):
+            if "sasl" not in values:
+                warn(key, "no JAAS file is configured, so no client has a SASL id")
+            continue
         if is_security_key(key) and key not in read and not key.startswith("authProvider."):
             warn(key, "ZooKeeper 3.8 does not know it either")
     return values

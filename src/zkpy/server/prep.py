@@ -86,6 +86,8 @@ class Prep:
     def __init__(self, tree: DataTree, config: ServerConfig) -> None:
         self.tree = tree
         self.config = config
+        # ACL schemes registered beside digest and ip (authProvider.N): sasl ids are valid, and "auth" names them
+        self.providers = frozenset({"sasl"} if config.sasl_auth else ())
         self.outstanding: dict[str, ChangeRecord] = {}
         self._order: deque[ChangeRecord] = deque()
 
@@ -191,7 +193,7 @@ class Prep:
         if op == OpCode.SET_ACL:
             _check_live(live)
             path = _valid(req.path)
-            acl = fixup_acl(path, auth, req.acl)
+            acl = fixup_acl(path, auth, req.acl, self.providers)
             node = self.record(path)
             check_acl(node.acl, Perms.ADMIN, auth)
             version = _check_version(node.aversion, req.version, path)
@@ -233,7 +235,7 @@ class Prep:
         if not isinstance(path, str) or "/" not in path or "\0" in path:
             raise BadArgumentsError(str(path), path)
         parent_path = parent_of(path)
-        acl = fixup_acl(path, auth, req.acl)
+        acl = fixup_acl(path, auth, req.acl, self.providers)
         parent = self.record(parent_path)
         check_acl(parent.acl, Perms.CREATE, auth)
         if mode.is_sequential:

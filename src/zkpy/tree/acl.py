@@ -9,7 +9,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import ipaddress
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Collection, Iterable, Sequence
 
 from zkpy.errors import InvalidACLError, NoAuthError
 from zkpy.wire.consts import Perms
@@ -74,8 +75,22 @@ def _ip_matches(client_ip: str, spec: str) -> bool:
         return False
 
 
-def is_valid_id(ident: Id) -> bool:
-    """Whether an ACL id is well formed for its scheme (ServerAuthenticationProvider.isValid)."""
+# ZooKeeper's KerberosName parser: service[/host]@realm
+_KERBEROS_NAME = re.compile(r"([^/@]*)(/([^/@]*))?@([^/@]*)")
+
+
+def is_valid_kerberos_name(name: str) -> bool:
+    """SASLAuthenticationProvider.isValid: what KerberosName accepts (a name without ``@``
+    always; one with ``@`` only as ``service[/host]@realm``)."""
+    return "@" not in name or _KERBEROS_NAME.fullmatch(name) is not None
+
+
+def is_valid_id(ident: Id, providers: Collection[str] = ()) -> bool:
+    """Whether an ACL id is well formed for its scheme (ServerAuthenticationProvider.isValid).
+    ``providers``: the schemes registered beside digest and ip (``authProvider.N``); a ``sasl``
+    id is valid only when SASLAuthenticationProvider is one of them, as in ZooKeeper."""
+    if ident.scheme == "sasl":
+        return "sasl" in providers and ident.id is not None and is_valid_kerberos_name(ident.id)
     if ident.scheme == "digest":
         return ident.id is not None and len(ident.id.split(":")) == 2
     if ident.scheme == "ip":
@@ -85,8 +100,10 @@ def is_valid_id(ident: Id) -> bool:
     return False
 
 
-def fixup_acl(path: str, auth: Sequence[Id], acl: Sequence[ACL] | None) -> tuple[ACL, ...]:
-    """Validate a requested ACL, expanding ``auth`` to the caller's identities (PrepRequestProcessor.fixupACL)."""
+def fixup_acl(path: str, auth: Sequence[Id], acl: Sequence[ACL] | None,
+              providers: Collection[str] = ()) -> tuple[ACL, ...]:
+    """Validate a requested ACL, expanding ``auth`` to the caller's identities (PrepRequestProcessor.fixupACL):
+    those of digest and of the registered ``providers`` whose ids are authenticated (sasl)."""
     uniq: list[ACL] = []
     for a in acl or ():
         if a not in uniq:
@@ -101,11 +118,12 @@ def fixup_acl(path: str, auth: Sequence[Id], acl: Sequence[ACL] | None) -> tuple
         if ident.scheme == "world" and ident.id == "anyone":
             out.append(a)
         elif ident.scheme == "auth":
-            granted = [ACL(a.perms, cid) for cid in auth if cid.scheme == "digest"]  # only digest ids are "authenticated"
+            granted = [ACL(a.perms, cid) for cid in auth  # ids of providers that are "authenticated"
+                       if cid.scheme == "digest" or (cid.scheme == "sasl" and "sasl" in providers)]
             if not granted:
                 raise InvalidACLError(path, path)
             out.extend(granted)
-        elif is_valid_id(ident):
+        elif is_valid_id(ident, providers):
             out.append(a)
         else:
             raise InvalidACLError(path, path)
@@ -139,6 +157,8 @@ def has_permission(acl: Iterable[ACL], perm: int, auth: Sequence[Id]) -> bool:
             if ident.scheme == "ip":
                 if _ip_matches(cid.id, ident.id):
                     return True
+            elif ident.scheme == "sasl" and cid.id == "super":
+                return True  # SASLAuthenticationProvider.matches: the sasl id "super" matches every sasl ACL
             elif cid.id == ident.id:
                 return True
     return False
