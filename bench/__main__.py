@@ -147,8 +147,32 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="seconds of unmeasured 90/10 load on each server after it starts (default 5)")
     p.add_argument("--rounds", type=int, default=1,
                    help="repeat each run, alternating servers, and report the median round (default 1)")
+    p.add_argument("--tls", action="store_true",
+                   help="serve and load over TLS: secureClientPort with throwaway certificates (Apache: its "
+                        "Netty connection factory), clients presenting a certificate")
     p.add_argument("--json", help="also write the figures to this JSON file")
     return p.parse_args(argv)
+
+
+NETTY_FACTORY = "org.apache.zookeeper.server.NettyServerCnxnFactory"
+
+
+def _tls_setup() -> tuple[dict[str, str | None], dict[str, int], tuple[str, str, str]]:
+    """zoo.cfg keys for a TLS port (per server kind), and the client's (CA, cert, key) files."""
+    import tempfile
+    from pathlib import Path
+
+    from zkpy.testing.certs import PASSWORD, make_pki
+    from zkpy.testing.servers import free_ports
+
+    pki = make_pki(Path(tempfile.mkdtemp(prefix="bench-pki-")))
+    ports = dict(zip(("zkpy", "apache"), free_ports(2)))
+
+    settings: dict[str, str | None] = {
+        "ssl.keyStore.location": str(pki.server.jks), "ssl.keyStore.password": PASSWORD,
+        "ssl.trustStore.location": str(pki.ca_jks), "ssl.trustStore.password": PASSWORD,
+        "secureClientPortAddress": "127.0.0.1"}
+    return settings, ports, (str(pki.ca_pem), str(pki.client.cert_pem), str(pki.client.key_pem))
 
 
 def _log(msg: str) -> None:
@@ -186,14 +210,24 @@ def main(argv: list[str] | None = None) -> int:
         else:
             from zkpy.testing.servers import apache_available, start_apache, start_zkpy
 
+            tls = _tls_setup() if args.tls else None
             for name in [s.strip() for s in args.servers.split(",") if s.strip()]:
                 if name == "apache" and not apache_available():
                     _log("Apache ZooKeeper is not installed: skipping it")
                     continue
-                _log(f"starting {name}")
-                server = (start_zkpy if name == "zkpy" else start_apache)()
+                _log(f"starting {name}{' with TLS' if tls else ''}")
+                if tls is None:
+                    server = (start_zkpy if name == "zkpy" else start_apache)()
+                    targets[name] = Target("127.0.0.1", server.port, server.proc.pid)
+                else:
+                    settings, secure_port, files = tls
+                    own = {**settings, "secureClientPort": str(secure_port[name])}
+                    if name == "apache":
+                        server = start_apache({**own, "serverCnxnFactory": NETTY_FACTORY})
+                    else:
+                        server = start_zkpy(own)
+                    targets[name] = Target("127.0.0.1", secure_port[name], server.proc.pid, files)
                 started.append(server)
-                targets[name] = Target("127.0.0.1", server.port, server.proc.pid)
         for name, target in targets.items():
             prepare(target, args.nodes, args.value_size)
             _log(f"{name}: {target.host}:{target.port} pid {target.pid} ready")

@@ -22,6 +22,7 @@ on the hot path.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import struct
 import time
 from collections import deque
@@ -98,9 +99,10 @@ class RawSession(asyncio.Protocol):
 
     @classmethod
     async def connect(cls, host: str, port: int, timeout_ms: int = 30000,
-                      on_reply: OnReply | None = None) -> RawSession:
+                      on_reply: OnReply | None = None, ssl_context: ssl.SSLContext | None = None) -> RawSession:
         loop = asyncio.get_running_loop()
-        _, proto = await loop.create_connection(lambda: cls(on_reply), host, port)
+        _, proto = await loop.create_connection(lambda: cls(on_reply), host, port, ssl=ssl_context,
+                                                server_hostname=host if ssl_context is not None else None)
         await asyncio.wait_for(proto._handshake(timeout_ms), 10)
         return proto
 

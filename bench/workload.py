@@ -22,6 +22,7 @@ import asyncio
 import multiprocessing as mp
 import os
 import random
+import ssl
 import time
 from array import array
 from collections.abc import Callable
@@ -43,6 +44,15 @@ class Target:
     host: str
     port: int
     pid: int | None = None  # server process, for CPU accounting
+    tls: tuple[str, str, str] | None = None  # (CA, client certificate, client key) PEM files: connect over TLS
+
+    def connect(self, on_reply: Any = None) -> Any:
+        """A RawSession to this server (a coroutine), over TLS when ``tls`` is set."""
+        ctx = None
+        if self.tls is not None:
+            ctx = ssl.create_default_context(cafile=self.tls[0])
+            ctx.load_cert_chain(self.tls[1], self.tls[2])
+        return RawSession.connect(self.host, self.port, on_reply=on_reply, ssl_context=ctx)
 
     @classmethod
     def parse(cls, hosts: str, pid: int | None = None) -> Target:
@@ -132,7 +142,7 @@ def node_paths(root: str, nodes: int) -> list[str]:
 
 
 async def _prepare(target: Target, nodes: int, value_size: int, root: str, create_root: str) -> None:
-    s = await RawSession.connect(target.host, target.port)
+    s = await target.connect()
     try:
         value = os.urandom(value_size)
         for path in (root, create_root):
@@ -154,7 +164,7 @@ def prepare(target: Target, nodes: int = 1000, value_size: int = 1024, root: str
 
 
 async def _remove(target: Target, nodes: int, root: str, create_root: str) -> None:
-    s = await RawSession.connect(target.host, target.port)
+    s = await target.connect()
     try:
         await asyncio.gather(*(s.call(OpCode.DELETE, delete_body(p)) for p in node_paths(root, nodes)))
         await s.call(OpCode.DELETE, delete_body(root))
@@ -237,7 +247,7 @@ async def _throughput_proc(target: Target, spec: ThroughputSpec, seed: int, barr
         if now < window.end:
             issue(s, now)
 
-    sessions = list(await asyncio.gather(*(RawSession.connect(target.host, target.port, on_reply=on_reply)
+    sessions = list(await asyncio.gather(*(target.connect(on_reply)
                                            for _ in range(spec.sessions))))
     await _wait_barrier(barrier)
     w = _Window(spec.warmup_s, spec.duration_s)
@@ -289,7 +299,7 @@ async def _create_proc(target: Target, spec: CreateSpec, proc_index: int, barrie
         if now < window.end:
             next_create(worker, now)
 
-    conns = await asyncio.gather(*(RawSession.connect(target.host, target.port, on_reply=on_reply)
+    conns = await asyncio.gather(*(target.connect(on_reply)
                                    for _ in worker_ids))
     sessions.update(zip(worker_ids, conns))
     await _wait_barrier(barrier)

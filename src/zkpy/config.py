@@ -170,6 +170,7 @@ class ServerConfig:
     secure_client_port_address: str | None = None  # secureClientPortAddress (None: clientPortAddress)
     port_unification: bool = False  # client.portUnification: the plain port also accepts TLS
     tls: TlsConfig | None = None  # ssl.* (None: no key store configured)
+    quorum_tls: TlsConfig | None = None  # ssl.quorum.* when sslQuorum=true: TLS between members
     x509_auth: bool = False  # authProvider.N names X509AuthenticationProvider (or ssl.authProvider=x509)
     x509: X509AuthConfig = field(default_factory=X509AuthConfig)
     sasl: SaslConfig | None = None  # a JAAS Server section was found

@@ -193,3 +193,19 @@ def _trust(ctx: ssl.SSLContext, tls: TlsConfig, prefix: str, purpose: ssl.Purpos
         raise TlsConfigError(f"{prefix}trustStore.location={tls.trust_store.location}: no certificate in it")
     cadata = "".join(c.public_bytes(serialization.Encoding.PEM).decode("ascii") for c in contents.chain)
     ctx.load_verify_locations(cadata=cadata)
+
+
+@dataclass(frozen=True)
+class QuorumTls:
+    """``sslQuorum``: the contexts of a member's election and quorum links, both ways (ZooKeeper's
+    ``ssl.quorum.*`` stores; ``ssl.quorum.clientAuth`` need by default, so members prove themselves)."""
+
+    server: ssl.SSLContext  # listening: the election port, and the quorum port while leading
+    client: ssl.SSLContext  # dialling a peer's election port, or the leader's quorum port
+
+
+def quorum_tls(tls: TlsConfig | None) -> QuorumTls | None:
+    """The quorum's contexts, or None without ``sslQuorum``."""
+    if tls is None:
+        return None
+    return QuorumTls(server_context(tls, "ssl.quorum."), client_context(tls, "ssl.quorum."))

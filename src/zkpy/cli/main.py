@@ -60,11 +60,15 @@ def server(zoo_cfg: str | None, log_level: str, faults: tuple[str, ...], **flags
         if problem is not None:
             click.echo(f"zkpy: {zoo_cfg}: {problem}", err=True)
             sys.exit(EXIT_CONFIG)
-    if config.tls is not None and (config.secure_client_port is not None or config.port_unification):
-        from zkpy.admin.tls import TlsConfigError, server_context
+    if config.quorum_tls is not None or (config.tls is not None and (config.secure_client_port is not None
+                                                                      or config.port_unification)):
+        from zkpy.admin.tls import TlsConfigError, quorum_tls, server_context
 
         try:
-            server_context(config.tls)
+            if config.secure_client_port is not None or config.port_unification:
+                assert config.tls is not None
+                server_context(config.tls)
+            quorum_tls(config.quorum_tls)
         except TlsConfigError as exc:
             click.echo(f"zkpy: {zoo_cfg}: {exc}", err=True)
             sys.exit(EXIT_CONFIG)

@@ -247,7 +247,7 @@ def security_config(props: Mapping[str, str], warn: Warn, read_text: Callable[[s
     for key, why in SSL_KEYS_WITHOUT_EFFECT.items():
         if key in props:
             warn(key, why)
-    _quorum_security(props, warn)
+    values.update(_quorum_security(props, warn, read_text))
     read = {"secureClientPort", "secureClientPortAddress", "client.portUnification", "ssl.authProvider",
             "zookeeper.sasl.serverconfig", JAAS_KEY, "kerberos.removeHostFromPrincipal",
             "kerberos.removeRealmFromPrincipal", "enforce.auth.enabled", "enforce.auth.schemes",
@@ -297,19 +297,27 @@ def _x509(props: Mapping[str, str]) -> X509AuthConfig:
     return X509AuthConfig(**values)
 
 
-def _quorum_security(props: Mapping[str, str], warn: Warn) -> None:
-    """Quorum TLS and quorum SASL change who may join the ensemble: refuse them until zkpy has them;
-    their settings without them have no effect (as in ZooKeeper)."""
-    for key in ("sslQuorum", "quorum.auth.enableSasl", "quorum.auth.learnerRequireSasl",
-                "quorum.auth.serverRequireSasl"):
+def _quorum_security(props: Mapping[str, str], warn: Warn, read_text: Callable[[str], str]) -> dict[str, Any]:
+    """``sslQuorum`` (TLS between members, with the ``ssl.quorum.*`` stores). Quorum SASL changes who
+    may join the ensemble: refuse it until zkpy has it. Settings of either without it have no
+    effect (as in ZooKeeper)."""
+    values: dict[str, Any] = {}
+    ssl_quorum = "sslQuorum" in props and _bool("sslQuorum", props["sslQuorum"])
+    if ssl_quorum:
+        tls = tls_config(props, "ssl.quorum.", read_text)
+        if tls is None or tls.key_store is None:
+            raise ValueError("sslQuorum=true but ssl.quorum.keyStore.location is not set")
+        values["quorum_tls"] = tls
+    for key in ("quorum.auth.enableSasl", "quorum.auth.learnerRequireSasl", "quorum.auth.serverRequireSasl"):
         if key in props and _bool(key, props[key]):
-            raise ValueError(f"{key}=true: zkpy does not secure the quorum yet, and will not run an ensemble "
-                             "member that its peers expect to be secured")
+            raise ValueError(f"{key}=true: zkpy does not authenticate quorum members with SASL yet, and will not "
+                             "run an ensemble member that its peers expect to authenticate")
     for key in props:
-        if key.startswith("ssl.quorum."):
+        if key.startswith("ssl.quorum.") and not ssl_quorum:
             warn(key, "sslQuorum is not true")
         elif key.startswith("quorum.auth.") and key not in ("quorum.auth.enableSasl", "quorum.auth.learnerRequireSasl",
                                                            "quorum.auth.serverRequireSasl"):
             warn(key, "quorum.auth.enableSasl is not true")
         elif key == "quorum.cnxn.threads.size":
             warn(key, "zkpy authenticates quorum connections on its event loop")
+    return values

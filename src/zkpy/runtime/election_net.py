@@ -43,14 +43,16 @@ import logging
 import socket
 import time
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
+from zkpy.admin.tls import QuorumTls
 from zkpy.config import LearnerType as ConfigLearnerType
 from zkpy.config import QuorumServer, ServerConfig
 from zkpy.errors import ProtocolError
 from zkpy.quorum.election import Decision, Election, ElectionError, LearnerType
 from zkpy.quorum.verifier import address_string, config_string, quorum_maj
+from zkpy.ratelimit import LogLimiter
 from zkpy.wire.quorum import (
     PROTOCOL_VERSION_V1,
     InitialMessage,
@@ -109,7 +111,7 @@ class ElectionService:
     """One server's election port: connections to every other voter, and the FLE driver."""
 
     def __init__(self, config: ServerConfig, *, last_zxid: int, current_epoch: int, logical_clock: int = 0,
-                 cnx_timeout_ms: int = DEFAULT_CNX_TIMEOUT_MS) -> None:
+                 cnx_timeout_ms: int = DEFAULT_CNX_TIMEOUT_MS, tls: QuorumTls | None = None) -> None:
         quorum = config.quorum
         if quorum is None or quorum.my_id is None or quorum.me is None:
             raise ValueError("an election needs server.N lines and this server's own id (myid) among them")
@@ -122,6 +124,8 @@ class ElectionService:
                                   logical_clock=logical_clock, learner_type=learner_type,
                                   config_data=self.config_data)
         self._cnx_timeout_s = cnx_timeout_ms / 1000
+        self._log_limiter = LogLimiter()  # lines a peer can make us repeat: a few per minute per kind and peer
+        self._tls = tls  # sslQuorum: every election link is TLS
         sync_ms = config.tick_ms * quorum.sync_limit_ticks
         self._handshake_timeout_s = (sync_ms if sync_ms > 0 else cnx_timeout_ms) / 1000
         self._initial_message = encode_initial_message(
@@ -148,7 +152,9 @@ class ElectionService:
         """Listen on my election address (every address with quorumListenOnAllIPs) and dial the voters
         with smaller sids: those links I keep. Larger sids dial me (3.8 itself dials only on demand)."""
         host = "0.0.0.0" if self._quorum.quorum_listen_on_all_ips else self._me.host
-        self._server = await asyncio.start_server(self._accept, host, self._me.election_port, reuse_address=True)
+        self._server = await asyncio.start_server(self._accept, host, self._me.election_port, reuse_address=True,
+                                                  ssl=self._tls.server if self._tls else None,
+                                                  ssl_handshake_timeout=self._cnx_timeout_s if self._tls else None)
         log.info("%d is accepting election connections on %s:%d", self.sid, host, self._me.election_port)
         self._spawn(self._tick_loop())
         for sid in sorted(self._election.voters):
@@ -288,10 +294,14 @@ class ElectionService:
         """initiateConnection + startConnection: connect, introduce myself, keep the link if I am larger."""
         try:
             try:
-                reader, writer = await asyncio.wait_for(asyncio.open_connection(*address), self._cnx_timeout_s)
+                reader, writer = await asyncio.wait_for(
+                    asyncio.open_connection(*address, ssl=self._tls.client if self._tls else None,
+                                            server_hostname=address[0] if self._tls else None),
+                    self._cnx_timeout_s)
             except (OSError, TimeoutError) as exc:
-                log.warning("%d cannot open an election connection to %d at %s:%d: %s", self.sid, peer.sid,
-                            address[0], address[1], exc or type(exc).__name__)
+                self._log_peer(log.warning, "cannot open", peer.sid,
+                               f"{self.sid} cannot open an election connection to {peer.sid} at {address[0]}:"
+                               f"{address[1]}: {exc or type(exc).__name__}")
                 return
             self._sockets.add(writer)
             _no_delay(writer)
@@ -299,17 +309,24 @@ class ElectionService:
                 writer.write(self._initial_message)
                 await asyncio.wait_for(writer.drain(), self._cnx_timeout_s)
             except (OSError, TimeoutError) as exc:
-                log.warning("%d cannot introduce itself to %d: %s", self.sid, peer.sid, exc or type(exc).__name__)
+                self._log_peer(log.warning, "cannot introduce", peer.sid,
+                               f"{self.sid} cannot introduce itself to {peer.sid}: {exc or type(exc).__name__}")
                 self._close_socket(writer)
                 return
             if peer.sid > self.sid:
-                log.info("%d has the smaller server id, so drops its connection to %d", self.sid, peer.sid)
+                self._log_peer(log.info, "smaller id", peer.sid,
+                               f"{self.sid} has the smaller server id, so drops its connection to {peer.sid}")
                 self._close_socket(writer)
                 return
             self._keep(peer.sid, reader, writer)
         finally:
             peer.connecting = None
             self._forget_if_stranger(peer)
+
+    def _log_peer(self, write: Callable[[str], None], kind: str, peer: object, message: str) -> None:
+        """Log a line that a peer (a server id, or a remote address) can make us repeat, rate-limited
+        per kind and peer (``zkpy.ratelimit``)."""
+        self._log_limiter.log(write, (kind, peer), _now_ms(), message)
 
     # ------------------------------------------------------------------ accepting
 
@@ -321,19 +338,21 @@ class ElectionService:
         try:
             msg = await asyncio.wait_for(_read_initial_message(reader), self._handshake_timeout_s)
         except ProtocolError as exc:
-            log.warning("%d closes election connection from %s: bad initial message: %s", self.sid, remote, exc)
+            self._log_peer(log.warning, "bad initial message", _host(remote),
+                           f"{self.sid} closes election connection from {remote}: bad initial message: {exc}")
             self._close_socket(writer)
             return
         except (OSError, asyncio.IncompleteReadError, TimeoutError) as exc:
             if not self._closed:
-                log.warning("%d closes election connection from %s: no initial message: %s", self.sid, remote,
-                            exc or type(exc).__name__)
+                self._log_peer(log.warning, "no initial message", _host(remote),
+                               f"{self.sid} closes election connection from {remote}: no initial message: "
+                               f"{exc or type(exc).__name__}")
             self._close_socket(writer)
             return
         sid = msg.sid
         if msg.is_observer:
             sid = next(self._observer_ids)
-            log.info("%d gives the observer at %s the id %d", self.sid, remote, sid)
+            self._log_peer(log.info, "observer id", _host(remote), f"{self.sid} gives the observer at {remote} the id {sid}")
         if self._closed:
             self._close_socket(writer)
         elif sid < self.sid:
@@ -343,7 +362,8 @@ class ElectionService:
             self._close_socket(writer)
             self._connect_one(sid, _dial_back_address(msg))
         elif sid == self.sid:
-            log.warning("%d got an election connection from %s claiming my own id; closing it", self.sid, remote)
+            self._log_peer(log.warning, "own id", _host(remote),
+                           f"{self.sid} got an election connection from {remote} claiming my own id; closing it")
             self._close_socket(writer)
         else:
             self._keep(sid, reader, writer)
@@ -358,7 +378,8 @@ class ElectionService:
         link = _Link(sid, reader, writer)
         peer.link = link
         local, remote = link.endpoints
-        log.info("%d has an election connection with %d (%s -> %s)", self.sid, peer.sid, local, remote)
+        self._log_peer(log.info, "connected", peer.sid,
+                       f"{self.sid} has an election connection with {peer.sid} ({local} -> {remote})")
         link.tasks = [self._spawn(self._send_loop(peer, link)), self._spawn(self._recv_loop(peer, link))]
 
     async def _send_loop(self, peer: _Peer, link: _Link) -> None:
@@ -389,7 +410,8 @@ class ElectionService:
                 try:
                     n = decode_notification(payload)
                 except NotificationError as exc:
-                    log.warning("%d drops a malformed notification from %d: %s", self.sid, peer.sid, exc)
+                    self._log_peer(log.warning, "malformed notification", peer.sid,
+                                   f"{self.sid} drops a malformed notification from {peer.sid}: {exc}")
                     continue
                 self._receive(peer.sid, n)
         except ProtocolError as exc:
@@ -415,7 +437,7 @@ class ElectionService:
         if peer is None or peer.link is not link:
             return
         peer.link = None
-        log.info("%d lost its election connection with %d: %s", self.sid, link.sid, reason)
+        self._log_peer(log.info, "lost", link.sid, f"{self.sid} lost its election connection with {link.sid}: {reason}")
         if reconnect and peer.queue and not self._closed:
             self._connect_one(link.sid)
         self._forget_if_stranger(peer)
@@ -463,6 +485,11 @@ def _dial_back_address(msg: InitialMessage) -> tuple[str, int] | None:
         if host not in ("0.0.0.0", "::", "0:0:0:0:0:0:0:0"):
             return host, port
     return None
+
+
+def _host(remote: object) -> object:
+    """The host of a peername (the key its log lines are limited by)."""
+    return remote[0] if isinstance(remote, tuple) and remote else remote
 
 
 def _no_delay(writer: asyncio.StreamWriter) -> None:

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Callable
 from typing import cast
 
 from zkpy.member import effects as fx
 from zkpy.member.history import History
 from zkpy.member.leading import LeadingCore
 from zkpy.quorum.verifier import QuorumMaj, config_string
+from zkpy.ratelimit import LogLimiter
 from zkpy.runtime.term import Term, TermHost, log, now_ms, wall_ms
 
 
@@ -25,6 +27,7 @@ class LearnerLink(asyncio.Protocol):
         self.term = term
         self.cid = next(term.cids)
         self.transport: asyncio.Transport | None = None
+        self.host = "?"
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
@@ -32,7 +35,9 @@ class LearnerLink(asyncio.Protocol):
         term.links[self.cid] = self
         term._time()
         term.core.link_connected(self.cid)
-        log.info("learner connection %d from %s", self.cid, transport.get_extra_info("peername"))
+        peer = transport.get_extra_info("peername")
+        self.host = peer[0] if peer else "?"
+        term.log_peer(log.info, "connected", self.host, f"learner connection {self.cid} from {peer}")
 
     def data_received(self, data: bytes) -> None:
         term = self.term
@@ -41,7 +46,7 @@ class LearnerLink(asyncio.Protocol):
             term.core.link_data(self.cid, data)
             term.pump()  # once for everything that arrived: one write per learner
         except Exception as exc:  # a failure this learner's input caused: drop this learner only
-            log.warning("learner connection %d: %s", self.cid, exc)
+            term.log_peer(log.warning, "failed", self.host, f"learner connection {self.cid}: {exc}")
             term.core.link_lost(self.cid)
             if self.transport is not None:
                 self.transport.abort()
@@ -51,7 +56,7 @@ class LearnerLink(asyncio.Protocol):
         if term.links.get(self.cid) is self:
             del term.links[self.cid]
             term.core.link_lost(self.cid)
-        log.info("learner connection %d closed", self.cid)
+        term.log_peer(log.info, "closed", self.host, f"learner connection {self.cid} closed")
 
 
 class LeaderTerm(Term):
@@ -66,6 +71,7 @@ class LeaderTerm(Term):
                                              log=lambda m: log.info("server %d: %s", host.sid, m))
         self.links: dict[int, LearnerLink] = {}
         self.cids = itertools.count(1)
+        self.limiter = LogLimiter()  # lines a peer can make us repeat (a connection to the quorum port)
         self._server: asyncio.base_events.Server | None = None
         self._ticker: asyncio.TimerHandle | None = None
 
@@ -77,11 +83,17 @@ class LeaderTerm(Term):
         assert me is not None
         address = "0.0.0.0" if host.quorum.quorum_listen_on_all_ips else me.host
         self._start_persistence()
-        self._server = await loop.create_server(lambda: LearnerLink(self), address, me.peer_port, reuse_address=True)
+        tls = host.quorum_tls
+        self._server = await loop.create_server(lambda: LearnerLink(self), address, me.peer_port, reuse_address=True,
+                                                ssl=tls.server if tls else None)
         log.info("server %d LEADING: quorum port %s:%d", host.sid, address, me.peer_port)
         self.pump()
         self._tick()
         return await self.ended
+
+    def log_peer(self, write: Callable[[str], None], kind: str, host: str, message: str) -> None:
+        """Log a line a peer can make us repeat, rate-limited per kind and host (``zkpy.ratelimit``)."""
+        self.limiter.log(write, (kind, host), now_ms(), message)
 
     def execute(self, effect: fx.Effect) -> None:
         if isinstance(effect, fx.Send):

@@ -60,7 +60,10 @@ class LearnerTerm(Term):
         for attempt in range(LEARNER_CONNECT_TRIES):
             try:
                 timeout = max(0.1, deadline - time.monotonic())
-                reader, self.writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+                tls = self.host.quorum_tls
+                reader, self.writer = await asyncio.wait_for(
+                    asyncio.open_connection(host, port, ssl=tls.client if tls else None,
+                                            server_hostname=host if tls else None), timeout)
                 log.info("server %d: connected to leader %d at %s:%d", self.host.sid, self.leader_sid, host, port)
                 return reader
             except (TimeoutError, OSError) as exc:

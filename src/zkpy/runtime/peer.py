@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from zkpy.admin.fourletter import DEFAULT_TRACE_MASK
+from zkpy.admin.tls import quorum_tls
 from zkpy.admin.view import Summary
 from zkpy.config import LearnerType, ServerConfig
 from zkpy.member.history import History
@@ -66,6 +67,7 @@ class QuorumPeer(ServesClients):
         self.disk = OsDisk(faults, config.force_sync)
         self.dirs = DataDirs.of(config.data_dir, config.data_log_dir)
         self.clients = ClientPort(config, self, self.schedule_flush)
+        self.quorum_tls = quorum_tls(config.quorum_tls)  # sslQuorum (raises TlsConfigError; the CLI checks first)
         self.mode = "looking"
         self.persistence: Persistence | None = None
         self.trace_mask = DEFAULT_TRACE_MASK
@@ -117,7 +119,8 @@ class QuorumPeer(ServesClients):
         history = self._recover()
         epochs = load_epochs(self.disk, self.dirs.snap_dir, history.tree.last_processed_zxid, log.info)
         self.election = ElectionService(self.config, last_zxid=history.tree.last_processed_zxid,
-                                        current_epoch=epochs.current, cnx_timeout_ms=self.quorum.cnx_timeout_ms)
+                                        current_epoch=epochs.current, cnx_timeout_ms=self.quorum.cnx_timeout_ms,
+                                        tls=self.quorum_tls)
         await self.election.start()
         await self.clients.listen()
         log.info("server %d: client port %s:%d", self.sid, self.config.client_port_address, self.port)

@@ -13,6 +13,7 @@ import logging
 import time
 from typing import Protocol
 
+from zkpy.admin.tls import QuorumTls
 from zkpy.config import QuorumConfig, ServerConfig
 from zkpy.member import effects as fx
 from zkpy.member.leading import LeadingCore
@@ -49,6 +50,8 @@ class TermHost(Protocol):
     def sid(self) -> int: ...
     @property
     def disk(self) -> Disk: ...
+    @property
+    def quorum_tls(self) -> QuorumTls | None: ...
     @property
     def dirs(self) -> DataDirs: ...
 

@@ -1,0 +1,129 @@
+"""``sslQuorum``: TLS between ensemble members (election and quorum ports), zkpy alone and mixed with
+Apache ZooKeeper 3.8, with the leader on each kind in turn.
+
+Every member gets the same ``ssl.quorum.*`` stores (``zkpy.testing.certs``; PKCS#12 here, the client
+port tests cover PEM and JKS). Guarantees checked: the ensemble forms, replicates writes made through
+every member and fails over with nothing acknowledged lost, as the plain mixed-ensemble tests do;
+the election and quorum ports speak TLS and refuse a peer without a trusted certificate.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import ssl
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.helpers.ensemble_workload import Writer, check_acknowledged, wait_same_trees
+from tests.interop.test_mixed_ensemble import wait_leader, write_through_each
+
+from zkpy.testing.certs import PASSWORD, Pki, make_pki
+from zkpy.testing.servers import (
+    ServerProcess,
+    apache_available,
+    cleanup_ensemble,
+    ensemble_hosts,
+    ensemble_leader,
+    restart_ensemble_member,
+    server_mode,
+    start_ensemble,
+    wait_ensemble_serving,
+)
+
+pytestmark = [pytest.mark.skipif(not apache_available(), reason="Apache ZooKeeper 3.8 is not installed"),
+              pytest.mark.timeout(300), pytest.mark.interop]
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory.mktemp("quorum-pki"))
+
+
+def quorum_tls_settings(pki: Pki) -> dict[str, str | None]:
+    return {"sslQuorum": "true",
+            "ssl.quorum.keyStore.location": str(pki.server.p12), "ssl.quorum.keyStore.password": PASSWORD,
+            "ssl.quorum.trustStore.location": str(pki.ca_p12), "ssl.quorum.trustStore.password": PASSWORD}
+
+
+@pytest.fixture(params=[("zkpy", "zkpy", "zkpy"), ("zkpy", "zkpy", "apache")], ids=["3zkpy", "2zkpy+1apache"])
+def secured(request: pytest.FixtureRequest, pki: Pki) -> Iterator[list[ServerProcess]]:
+    servers = start_ensemble(list(request.param), quorum_tls_settings(pki))
+    yield servers
+    cleanup_ensemble(servers)
+
+
+def test_a_tls_quorum_replicates_and_fails_over(secured: list[ServerProcess]) -> None:
+    """Kill the leader until each kind present has led, checking replication under every leader."""
+    servers = secured
+    kinds = {s.kind for s in servers}
+    writers = [Writer(f"w{i}", ensemble_hosts(servers)) for i in range(2)]
+    for w in writers:
+        w.start_session()
+        w.start()
+    leader = ensemble_leader(servers)
+    led = {leader.kind}
+    write_through_each(servers, f"term0-{leader.kind}")
+    for term in range(1, 6):
+        if led == kinds and term > 1:
+            break
+        for w in writers:
+            w.wait_for_writes(20)
+        leader.stop(signal.SIGKILL)
+        new = wait_leader(servers, not_this=leader)
+        led.add(new.kind)
+        for w in writers:
+            w.wait_for_writes(20)
+        write_through_each(servers, f"term{term}-{new.kind}")
+        restart_ensemble_member(leader)
+        wait_ensemble_serving(servers)
+        assert server_mode(leader) == "follower"
+        leader = new
+    assert led == kinds, f"only {led} led"
+    for w in writers:
+        w.wait_for_writes(10)
+        w.stop()
+    tree = wait_same_trees(servers)
+    check_acknowledged(writers, tree)
+    for w in writers:
+        w.client.stop()
+        w.client.close()
+
+
+def _accepted(port: int, ctx: ssl.SSLContext) -> bool:
+    """Whether the port keeps a TLS connection with ``ctx``'s certificate open (a TLS 1.3 server
+    checks the client's certificate after the client's side of the handshake is done, so a refusal
+    shows as an alert or a close on the first read; an accepted peer is read from until it talks)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10.0) as raw:
+        try:
+            with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+                tls.settimeout(1.0)
+                try:
+                    return tls.recv(1) != b""
+                except TimeoutError:
+                    return True
+        except (ssl.SSLError, ConnectionError):
+            return False
+
+
+def _context(ca: Path, cert: Path | None, key: Path | None) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=str(ca))
+    if cert is not None:
+        ctx.load_cert_chain(str(cert), str(key))
+    return ctx
+
+
+def test_the_quorum_ports_speak_tls_and_refuse_an_untrusted_peer(pki: Pki) -> None:
+    servers = start_ensemble(["zkpy", "zkpy", "zkpy"], quorum_tls_settings(pki))
+    try:
+        leader = ensemble_leader(servers)
+        follower = next(s for s in servers if s is not leader)
+        member = _context(pki.ca_pem, pki.server.cert_pem, pki.server.key_pem)
+        assert _accepted(int(follower.extra["election_port"]), member)  # a member's certificate
+        stranger = _context(pki.ca_pem, pki.untrusted_client.cert_pem, pki.untrusted_client.key_pem)
+        for port in (int(follower.extra["election_port"]), int(leader.extra["quorum_port"])):
+            assert not _accepted(port, stranger), port
+        wait_ensemble_serving(servers)  # and the ensemble goes on serving
+    finally:
+        cleanup_ensemble(servers)
