@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from enum import Enum
 
+from zkpy.server.sasl import DigestMD5Server, NoSaslServer
 from zkpy.tree.acl import auth_order
 from zkpy.wire.consts import FOUR_LETTER_WORDS
 from zkpy.wire.framing import FrameDecoder
@@ -42,7 +43,7 @@ class ConnState(Enum):
 class Connection:
     """Per-connection protocol state and counters (the ``cons`` four-letter word reads them)."""
 
-    __slots__ = ("conn_id", "ip", "port", "decoder", "state", "session_id", "timeout_ms", "auth",
+    __slots__ = ("conn_id", "ip", "port", "decoder", "state", "session_id", "timeout_ms", "auth", "sasl",
                  "out", "old_client", "close_reason", "received", "sent", "outstanding", "established_ms",
                  "last_cxid", "last_zxid", "last_op", "last_response_ms", "last_latency", "min_latency",
                  "max_latency", "total_latency", "latency_count", "paused", "out_bytes", "unsent")
@@ -56,6 +57,7 @@ class Connection:
         self.session_id = 0
         self.timeout_ms = 0
         self.auth: list[Id] = [Id("ip", ip)]
+        self.sasl: DigestMD5Server | NoSaslServer | None = None  # from the first SASL packet on
         self.out: list[bytes] = []
         self.old_client = True
         self.close_reason: str | None = None

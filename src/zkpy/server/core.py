@@ -32,10 +32,20 @@ from zkpy.errors import (
 )
 from zkpy.ratelimit import LogLimiter
 from zkpy.server.connection import MAX_FRAMES_PER_TURN, Connection, ConnState
-from zkpy.server.handshake import SUPER, authenticate, connect_response, read_connect, sasl_reply
+from zkpy.server.handshake import (
+    SUPER,
+    authenticate,
+    connect_response,
+    enforced_schemes,
+    new_sasl_server,
+    read_connect,
+    read_sasl_token,
+    sasl_response,
+)
 from zkpy.server.outputs import Output, Propose, ServerOutput
 from zkpy.server.prep import WRITE_OPS, Prep
 from zkpy.server.reads import event_payload, run_read
+from zkpy.server.sasl import NoSaslServer, SaslError
 from zkpy.server.sessions import SessionTracker, session_password
 from zkpy.server.x509 import X509IdError, x509_identities
 from zkpy.tree.acl import has_permission
@@ -374,6 +384,8 @@ class ServerCore:
         if op == OpCode.SASL:
             self._sasl(conn, xid, body)
             return
+        if not self._admitted(conn, xid):
+            return
         if op not in VALID_OPS:
             self.log_peer("unknown type", conn.ip, f"received packet at server of unknown type {op} from {conn.ip}:{conn.port}")
             self._send(conn, ReplyHeader(xid, -1, Code.UNIMPLEMENTED).to_bytes())
@@ -431,10 +443,56 @@ class ServerCore:
                       f"session 0x{conn.session_id & 0xFFFFFFFFFFFFFFFF:x}: auth success for scheme {scheme}")
         self._send(conn, ReplyHeader(xid, 0, 0).to_bytes())
 
+    def _admitted(self, conn: Connection, xid: int) -> bool:
+        """enforce.auth.enabled / sessionRequireClientSASLAuth (AuthenticationHelper.enforceAuthentication):
+        every request but auth and SASL packets, pings included, needs an id of an enforced scheme;
+        without one it is answered SESSIONCLOSEDREQUIRESASLAUTH (zxid 0) and the connection closes."""
+        enforced = enforced_schemes(self.config)
+        if not enforced or any(i.scheme in enforced for i in conn.auth):
+            return True
+        self.log_peer("auth enforced", conn.ip,
+                      f"client {conn.ip}:{conn.port} authentication scheme(s) {[i.scheme for i in conn.auth]} do not "
+                      f"match any of the expected authentication schemes {list(enforced)}, closing the connection")
+        self._send(conn, ReplyHeader(xid, 0, Code.SESSIONCLOSEDREQUIRESASLAUTH).to_bytes())
+        self._close(conn, "authentication enforced")
+        return False
+
     def _sasl(self, conn: Connection, xid: int, body: bytes) -> None:
-        reply = sasl_reply(xid, body)
-        self.log_peer("sasl ignored", conn.ip, f"SASL token from {conn.ip}:{conn.port} ignored: no SASL server is configured")
-        self._send(conn, reply)
+        """A SASL token (ZooKeeperServer.processSasl): answered by the connection's SASL server
+        (``server.sasl``); a completed exchange adds ``sasl:<id>`` (and ``super`` for a
+        zookeeper.superUser); a failed one is answered AUTHFAILED (SESSIONCLOSEDREQUIRESASLAUTH
+        when SASL is enforced) with a null token, and the connection closes."""
+        token = read_sasl_token(body)
+        if conn.sasl is None:
+            conn.sasl = new_sasl_server(self.config.sasl)
+        server = conn.sasl
+        try:
+            answer = server.evaluate(token)
+        except SaslError as exc:
+            self.log_peer("sasl failed", conn.ip, f"client {conn.ip}:{conn.port} failed to SASL authenticate: {exc}")
+            if isinstance(server, NoSaslServer):
+                # ZooKeeper would answer OK again (kazoo loops); the refusal ends the exchange, and
+                # the connection may go on without SASL as it could after the first answer
+                self._send(conn, sasl_response(xid, Code.AUTHFAILED, None))
+                return
+            sasl_required = "sasl" in enforced_schemes(self.config)
+            code = Code.SESSIONCLOSEDREQUIRESASLAUTH if sasl_required else Code.AUTHFAILED
+            self._send(conn, sasl_response(xid, code, None))
+            self._close(conn, "SASL authentication failed")
+            return
+        if isinstance(server, NoSaslServer):
+            self.log_peer("sasl ignored", conn.ip,
+                          f"SASL token from {conn.ip}:{conn.port} answered with a null token: no SASL server is configured")
+        elif server.complete and server.authorization_id is not None:  # this token completed it
+            authz = server.authorization_id
+            conn.add_auth(Id("sasl", authz))
+            super_user = self.config.sasl is not None and authz in self.config.sasl.super_users
+            if super_user:
+                conn.add_auth(SUPER)
+            self.log_peer("sasl success", conn.ip,
+                          f"session 0x{conn.session_id & 0xFFFFFFFFFFFFFFFF:x}: adding SASL authorization for "
+                          f"authorizationID: {authz}{' (a super user)' if super_user else ''}")
+        self._send(conn, sasl_response(xid, Code.OK, answer))
 
     def _submit_write(self, conn: Connection, xid: int, op: int, body: bytes) -> None:
         request, error = self._decode_write(op, body, f"{conn.ip}:{conn.port}")

@@ -90,9 +90,3 @@ def enforced_schemes(config: ServerConfig) -> tuple[str, ...]:
     if config.session_require_client_sasl_auth:
         return ("sasl",)
     return config.enforce_auth_schemes
-
-
-def sasl_reply(xid: int, body: bytes) -> bytes:
-    """Deprecated: the reply of a server without SASL (OK, a null token); see ``new_sasl_server``."""
-    read_sasl_token(body)
-    return sasl_response(xid, 0, None)
