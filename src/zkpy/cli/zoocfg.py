@@ -217,15 +217,15 @@ def config_from_properties(props: dict[str, str], source: str, read_myid: MyidRe
             values["client_port_enabled"] = False  # as ZooKeeper: only the TLS port listens
     except ValueError as exc:
         raise ConfigError(f"{source}: {exc}") from None
-    if loopback_note and "client_port_address" not in values:
-        log.warning("%s: clientPortAddress is not set: zkpy listens on 127.0.0.1 only, where ZooKeeper would "
-                    "listen on every address; set clientPortAddress (e.g. 0.0.0.0) for remote clients", source)
     known = {f.name for f in fields(ServerConfig)}
     assert set(values) <= known
     cfg = ServerConfig(**values)
     if cfg.min_session_timeout > cfg.max_session_timeout:
         raise ConfigError(f"{source}: minSessionTimeout={cfg.min_session_timeout} is larger than "
                           f"maxSessionTimeout={cfg.max_session_timeout}")
+    if loopback_note and "client_port_address" not in values:
+        log.warning("%s: clientPortAddress is not set: zkpy listens on 127.0.0.1 only, where ZooKeeper would "
+                    "listen on every address; set clientPortAddress (e.g. 0.0.0.0) for remote clients", source)
     return cfg
 
 
