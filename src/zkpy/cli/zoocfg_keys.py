@@ -277,6 +277,30 @@ KEYS: dict[str, KeyRule] = {
 }
 """zoo.cfg key (``N``: a number, ``*``: anything) -> what zkpy does with it."""
 
+ALSO: dict[str, tuple[str, ...]] = {
+    # the guide's name -> the zoo.cfg spellings of the system property ZooKeeper actually reads
+    "connectionMaxTokens": ("connection_throttle_tokens",),
+    "connectionTokenFillTime": ("connection_throttle_fill_time",),
+    "connectionTokenFillCount": ("connection_throttle_fill_count",),
+    "connectionFreezeTime": ("connection_throttle_freeze_time",),
+    "connectionDropIncrease": ("connection_throttle_drop_increase",),
+    "connectionDropDecrease": ("connection_throttle_drop_decrease",),
+    "connectionDecreaseRatio": ("connection_throttle_decrease_ratio",),
+    "requestThrottleLimit": ("request_throttle_max_requests",),
+    "requestThrottleStallTime": ("request_throttle_stall_time",),
+    "requestThrottleDropStale": ("request_throttle_drop_stale",),
+    "requestStaleLatencyCheck": ("request_stale_latency_check",),
+    "requestStaleConnectionCheck": ("request_stale_connection_check",),
+    "throttledOpWaitTime": ("throttled_op_wait_time",),
+    "advancedFlowControlEnabled": ("netty.advancedFlowControl.enabled",),
+    "maxConcurrentSnapSyncs": ("leader.maxConcurrentSnapSyncs",),
+    "maxConcurrentDiffSyncs": ("leader.maxConcurrentDiffSyncs",),
+    "maxTimeToWaitForEpoch": ("leader.maxTimeToWaitForEpoch",),
+    "outstandingHandshake.limit": ("netty.server.outstandingHandshake.limit",),
+    "syncEnabled": ("observer.syncEnabled",),
+}
+"""Other zoo.cfg spellings of a row: where the guide's name and the property ZooKeeper reads differ."""
+
 
 def _security_rules() -> dict[str, KeyRule]:
     """The keys ``security_keys`` reads, named from its own tables."""
@@ -325,6 +349,7 @@ SECURITY_KEYS: dict[str, KeyRule] = _security_rules()
 """The keys ``security_keys`` reads, for the README: it parses them and says their WARNs."""
 
 ALL_KEYS: dict[str, KeyRule] = {**KEYS, **SECURITY_KEYS}
+_ALIASES = {alias: name for name, aliases in ALSO.items() for alias in aliases}
 
 
 def _family(name: str) -> re.Pattern[str]:
@@ -344,6 +369,8 @@ def rule_for(key: str) -> tuple[str, KeyRule] | None:
     for name in spellings:
         if name in ALL_KEYS:
             return name, ALL_KEYS[name]
+        if name in _ALIASES:
+            return _ALIASES[name], ALL_KEYS[_ALIASES[name]]
     for pattern, name in _FAMILIES:
         if any(pattern.fullmatch(spelling) for spelling in spellings):
             return name, ALL_KEYS[name]
@@ -377,8 +404,9 @@ def readme_section() -> str:
     out += ["", "**Accepted without effect** (one WARN line at startup naming the key and why; none for "
             "the values listed, which ask for what zkpy does anyway):", ""]
     for name, rule in rows(Treatment.NO_EFFECT):
+        also = "".join(f" (also `{alias}`)" for alias in ALSO.get(name, ()))
         same = f" (silent when {_values(rule.same)})" if rule.same else ""
-        out.append(f"- `{name}`{same}: {rule.detail}")
+        out.append(f"- `{name}`{also}{same}: {rule.detail}")
     out += ["", "**Refused** (exit 2 with the reason, since ignoring them would change safety):", ""]
     for name, rule in rows(Treatment.REFUSED):
         if rule.when is not None:

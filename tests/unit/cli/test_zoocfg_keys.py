@@ -16,6 +16,7 @@ from zkpy.cli.security_keys import SSL_KEYS_WITHOUT_EFFECT, is_security_key
 from zkpy.cli.zoocfg import ConfigError, MyidReader, config_from_properties, parse_properties
 from zkpy.cli.zoocfg_keys import (
     ALL_KEYS,
+    ALSO,
     KEYS,
     README_BEGIN,
     README_END,
@@ -227,6 +228,20 @@ def test_a_property_name_without_its_zookeeper_prefix_gets_its_rows_warning(
     assert warn_lines_naming(caplog, "nio.numSelectorThreads") == [
         f"{SOURCE}: nio.numSelectorThreads has no effect in zkpy: "
         f"{ALL_KEYS['zookeeper.nio.numSelectorThreads'].detail}"]
+
+
+@pytest.mark.parametrize(("alias", "name"), [("connection_throttle_tokens", "connectionMaxTokens"),
+                                           ("leader.maxConcurrentSnapSyncs", "maxConcurrentSnapSyncs")])
+def test_the_spelling_of_the_property_zookeeper_reads_gets_its_rows_warning(
+        alias: str, name: str, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="zkpy.config"):
+        parse({alias: "5"})
+    assert warn_lines_naming(caplog, alias) == [f"{SOURCE}: {alias} has no effect in zkpy: {ALL_KEYS[name].detail}"]
+
+
+def test_every_alias_belongs_to_a_row() -> None:
+    assert set(ALSO) <= set(KEYS)
+    assert not {alias for aliases in ALSO.values() for alias in aliases} & set(ALL_KEYS)
 
 
 def test_an_unknown_key_is_accepted_with_one_warning_as_zookeeper_accepts_it(
