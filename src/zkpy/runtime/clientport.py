@@ -318,7 +318,7 @@ class ClientPort:
 
     def log_peer(self, write: Callable[[str], None], kind: str, ip: str, message: str) -> None:
         """Log a line a peer can make us repeat, rate-limited per ``kind`` and ``ip``."""
-        self.limiter.log(write, (kind, ip), now_ms(), message)
+        self.limiter.log(write, kind, ip, now_ms(), message)
 
     async def listen(self) -> None:
         loop = asyncio.get_running_loop()

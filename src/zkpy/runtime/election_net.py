@@ -326,7 +326,7 @@ class ElectionService:
     def _log_peer(self, write: Callable[[str], None], kind: str, peer: object, message: str) -> None:
         """Log a line that a peer (a server id, or a remote address) can make us repeat, rate-limited
         per kind and peer (``zkpy.ratelimit``)."""
-        self._log_limiter.log(write, (kind, peer), _now_ms(), message)
+        self._log_limiter.log(write, kind, peer, _now_ms(), message)
 
     # ------------------------------------------------------------------ accepting
 

@@ -93,7 +93,7 @@ class LeaderTerm(Term):
 
     def log_peer(self, write: Callable[[str], None], kind: str, host: str, message: str) -> None:
         """Log a line a peer can make us repeat, rate-limited per kind and host (``zkpy.ratelimit``)."""
-        self.limiter.log(write, (kind, host), now_ms(), message)
+        self.limiter.log(write, kind, host, now_ms(), message)
 
     def execute(self, effect: fx.Effect) -> None:
         if isinstance(effect, fx.Send):

@@ -217,7 +217,7 @@ class ServerCore:
     def log_peer(self, kind: str, ip: str, message: str) -> None:
         """Log a line that a peer can make us repeat, rate-limited per ``kind`` and ``ip``
         (``zkpy.ratelimit``): no client can fill the disk with our log."""
-        self.limiter.log(self.log, (kind, ip), self.now_ms, message)
+        self.limiter.log(self.log, kind, ip, self.now_ms, message)
 
     def receive(self, conn: Connection, data: bytes) -> str | None:
         """Bytes arrived on ``conn``: process its complete frames (up to the bounds of
