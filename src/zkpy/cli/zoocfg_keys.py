@@ -85,7 +85,7 @@ _JVM = "a setting of the JVM or of ZooKeeper's Java internals; zkpy runs one asy
 _NO_THROTTLE = "zkpy does not rate-limit new connections"
 _REQ_THROTTLE = "zkpy bounds outstanding requests per connection instead of a global request throttle"
 _GROUP_COMMIT = "zkpy group-commits: one fsync covers every txn appended since the last, without a delay"
-_NO_QUORUM_SASL = "zkpy does not run quorum SASL (quorum.auth.enableSasl=true is refused)"
+_NO_KERBEROS = "zkpy's quorum SASL is DIGEST-MD5, which names no Kerberos principal or host"
 
 KEYS: dict[str, KeyRule] = {
     # --- minimum and advanced configuration
@@ -166,7 +166,7 @@ KEYS: dict[str, KeyRule] = {
     "localSessionsUpgradingEnabled": _none("every zkpy session is global", "false"),
     "portUnification": _none("zkpy's quorum ports speak either TLS (sslQuorum=true) or plaintext, not both",
                              "false"),
-    "kerberos.canonicalizeHostNames": _none(_NO_QUORUM_SASL),
+    "kerberos.canonicalizeHostNames": _none(_NO_KERBEROS),
     "jvm.pause.info-threshold.ms": _none(_JVM),
     "jvm.pause.warn-threshold.ms": _none(_JVM),
     "jvm.pause.sleep.time.ms": _none(_JVM),
@@ -335,13 +335,16 @@ def _security_rules() -> dict[str, KeyRule]:
     honoured("sslQuorum", "TLS between members, with the ssl.quorum.* stores")
     honoured("ssl.quorum.*", "the quorum's TLS stores and settings with sslQuorum=true (without it: a WARN, "
                              "as they have no effect)")
+    honoured("quorum.auth.enableSasl", "quorum SASL (DIGEST-MD5 from the JAAS file's QuorumServer and "
+                                       "QuorumLearner sections)")
+    honoured("quorum.auth.learnerRequireSasl", "a learner must authenticate to the leader")
+    honoured("quorum.auth.serverRequireSasl", "the leader must authenticate to a learner")
+    honoured("quorum.auth.server.saslLoginContext", "the JAAS section of the members' users")
+    honoured("quorum.auth.learner.saslLoginContext", "the JAAS section this member logs in with")
     for key in QUORUM_KEYS:
-        if key in ("quorum.auth.enableSasl", "quorum.auth.learnerRequireSasl", "quorum.auth.serverRequireSasl"):
-            rules[key] = KeyRule(Treatment.REFUSED, "zkpy does not authenticate quorum members with SASL yet, and "
-                                 "will not run a member its peers expect to authenticate", when=frozenset({"true"}),
-                                 security=True)
-        elif key != "sslQuorum":
-            rules[key] = KeyRule(Treatment.NO_EFFECT, _NO_QUORUM_SASL, security=True)
+        if key not in rules:
+            why = {"quorum.cnxn.threads.size": "zkpy authenticates quorum connections on its event loop"}
+            rules[key] = KeyRule(Treatment.NO_EFFECT, why.get(key, _NO_KERBEROS), security=True)
     return rules
 
 
