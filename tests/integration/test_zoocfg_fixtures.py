@@ -201,3 +201,23 @@ def test_a_refused_key_in_a_fixture_exits_2_naming_key_and_file(root: Path) -> N
     assert result.returncode == 2, result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("zkpy: ")]
     assert len(errors) == 1 and "weight.1" in errors[0] and str(cfg) in errors[0], result.stderr
+
+
+@pytest.mark.parametrize(("args", "lines"), [((), 1), (("--address", "127.0.0.1"), 0)])
+def test_without_a_client_address_one_line_says_zkpy_listens_on_loopback(root: Path, args: tuple[str, ...],
+                                                                         lines: int) -> None:
+    """``zkpy server`` with flags only: one line names clientPortAddress, unless --address is given."""
+    (port,) = free_ports(1)
+    log_path = root / "server.log"
+    cmd = [sys.executable, "-m", "zkpy.cli.main", "server", "--port", str(port), "--data-dir", str(root / "data"),
+           *args]
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=root)
+    server = ServerProcess("zkpy", port, proc, str(root), str(log_path))
+    try:
+        wait_standalone(server)
+        found = [line for line in server.log().splitlines() if "clientPortAddress" in line]
+        assert len(found) == lines, server.log()[-4000:]
+        assert all("127.0.0.1" in line and "remote clients" in line for line in found)
+    finally:
+        server.stop()

@@ -93,7 +93,15 @@ def load_zoo_cfg(path: str, read_myid: MyidReader = read_myid_file, jaas_path: s
             props = parse_properties(f.read())
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    return config_from_properties(props, path, read_myid, jaas_path, loopback_note=loopback_note)
+    config = config_from_properties(props, path, read_myid, jaas_path, loopback_note=loopback_note)
+    if "dynamicConfigFile" in props and os.path.exists(path + NEXT_DYNAMIC_SUFFIX):
+        _warner(path)(path + NEXT_DYNAMIC_SUFFIX, "it holds the configuration of a reconfig in progress, and zkpy "
+                      "runs no reconfig; the server list is dynamicConfigFile's")
+    return config
+
+
+NEXT_DYNAMIC_SUFFIX = ".dynamic.next"
+"""ZooKeeper keeps a proposed (not yet committed) server list beside zoo.cfg under this suffix."""
 
 
 def _read_text(path: str) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from zkpy.cli.security_keys import SSL_KEYS_WITHOUT_EFFECT, is_security_key
-from zkpy.cli.zoocfg import ConfigError, MyidReader, config_from_properties, parse_properties
+from zkpy.cli.zoocfg import ConfigError, MyidReader, config_from_properties, load_zoo_cfg, parse_properties
 from zkpy.cli.zoocfg_keys import (
     ALL_KEYS,
     ALSO,
@@ -424,3 +424,19 @@ def test_the_readme_lists_exactly_the_table() -> None:
     listed = {line.split("`")[1] for line in readme[start:end].splitlines() if line.startswith("- `")}
     assert listed == set(ALL_KEYS)
 
+
+
+def test_a_proposed_next_dynamic_file_gets_one_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    dynamic = tmp_path / "zoo.cfg.dynamic.100000000"
+    dynamic.write_text(DYNAMIC, encoding="utf-8")
+    cfg = tmp_path / "zoo.cfg"
+    cfg.write_text(f"dataDir={tmp_path}\nclientPortAddress=127.0.0.1\ninitLimit=10\nsyncLimit=5\n"
+                   f"dynamicConfigFile={dynamic}\n", encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="zkpy.config"):
+        load_zoo_cfg(str(cfg), myid("1"))
+    assert warned(caplog) == []
+    (tmp_path / "zoo.cfg.dynamic.next").write_text(DYNAMIC, encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="zkpy.config"):
+        load_zoo_cfg(str(cfg), myid("1"))
+    [line] = warned(caplog)
+    assert "zoo.cfg.dynamic.next has no effect in zkpy" in line and "reconfig" in line
