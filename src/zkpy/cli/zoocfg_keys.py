@@ -341,10 +341,10 @@ def _security_rules() -> dict[str, KeyRule]:
     honoured("quorum.auth.serverRequireSasl", "the leader must authenticate to a learner")
     honoured("quorum.auth.server.saslLoginContext", "the JAAS section of the members' users")
     honoured("quorum.auth.learner.saslLoginContext", "the JAAS section this member logs in with")
+    reasons = {"quorum.cnxn.threads.size": "zkpy authenticates quorum connections on its event loop"}
     for key in QUORUM_KEYS:
         if key not in rules:
-            why = {"quorum.cnxn.threads.size": "zkpy authenticates quorum connections on its event loop"}
-            rules[key] = KeyRule(Treatment.NO_EFFECT, why.get(key, _NO_KERBEROS), security=True)
+            rules[key] = KeyRule(Treatment.NO_EFFECT, reasons.get(key, _NO_KERBEROS), security=True)
     return rules
 
 
