@@ -148,6 +148,9 @@ def config_from_properties(props: dict[str, str], source: str, read_myid: MyidRe
                 raise ConfigError(f"{source}: {key}: with dynamicConfigFile set, the server.N, group and weight "
                                   "lines must be in the dynamic config file (as ZooKeeper requires)")
         dynamic_source, dynamic_props, quorum_values["config_version"] = _read_dynamic(source, dynamic, read_file)
+        if quorum_values["config_version"]:
+            log.info("%s: configuration version 0x%x (from the file name)", dynamic_source,
+                     quorum_values["config_version"])
         for key, value in dynamic_props.items():
             if key.startswith("server."):
                 _add_server(dynamic_source, key, value, servers)
