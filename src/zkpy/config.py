@@ -140,6 +140,19 @@ class SaslConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class QuorumSaslConfig:
+    """Quorum SASL (``quorum.auth.*``, DIGEST-MD5): the JAAS ``QuorumServer`` section's users check
+    members that connect to me; the ``QuorumLearner`` section's user is who I am when I connect."""
+
+    learner_required: bool = False  # quorum.auth.learnerRequireSasl: I authenticate when I connect
+    server_required: bool = False  # quorum.auth.serverRequireSasl: I refuse members that do not
+    server_users: dict[str, str] = field(default_factory=dict, repr=False)  # QuorumServer user_NAME="password"
+    learner_user: str = ""  # QuorumLearner username=
+    learner_password: str = field(default="", repr=False)  # QuorumLearner password=
+    jaas_file: str = ""  # for messages only
+
+
+@dataclass(frozen=True, slots=True)
 class ServerConfig:
     """A standalone server's settings (zoo.cfg key in the comment where it differs)."""
 
@@ -171,6 +184,7 @@ class ServerConfig:
     port_unification: bool = False  # client.portUnification: the plain port also accepts TLS
     tls: TlsConfig | None = None  # ssl.* (None: no key store configured)
     quorum_tls: TlsConfig | None = None  # ssl.quorum.* when sslQuorum=true: TLS between members
+    quorum_sasl: QuorumSaslConfig | None = None  # quorum.auth.enableSasl=true
     x509_auth: bool = False  # authProvider.N names X509AuthenticationProvider (or ssl.authProvider=x509)
     x509: X509AuthConfig = field(default_factory=X509AuthConfig)
     sasl: SaslConfig | None = None  # a JAAS Server section was found

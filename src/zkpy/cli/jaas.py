@@ -77,9 +77,10 @@ def parse_jaas(text: str) -> dict[str, list[tuple[str, dict[str, str]]]]:
     return sections
 
 
-def read_sasl_section(path: str, section: str = "Server") -> SaslConfig:
-    """The SASL users of ``section`` in the JAAS file at ``path``. ValueError (OSError as one) names
-    the file and what is wrong; passwords never appear in a message."""
+def read_sasl_section(path: str, section: str = "Server") -> SaslConfig | None:
+    """The SASL users of ``section`` in the JAAS file at ``path``; None when the file has no such
+    section (ZooKeeper then serves no client SASL, quietly: the file may be there for the quorum).
+    ValueError (OSError as one) names the file and what is wrong; passwords never appear in a message."""
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
@@ -90,7 +91,7 @@ def read_sasl_section(path: str, section: str = "Server") -> SaslConfig:
     except ValueError as exc:
         raise ValueError(f"JAAS file {path}: {exc}") from None
     if section not in sections:
-        raise ValueError(f"JAAS file {path} has no {section!r} section (zookeeper.sasl.serverconfig)")
+        return None
     users: dict[str, str] = {}
     gssapi = False
     for module, options in sections[section]:
@@ -103,3 +104,30 @@ def read_sasl_section(path: str, section: str = "Server") -> SaslConfig:
         raise ValueError(f"JAAS file {path}: section {section!r} has no user_NAME=\"password\" option "
                          f"({DIGEST_MODULE}) and no Kerberos login module")
     return SaslConfig(users=users, jaas_file=path, section=section, gssapi=gssapi, random_bytes=os.urandom)
+
+
+def read_quorum_sections(path: str, server_section: str, learner_section: str) -> tuple[dict[str, str], str, str]:
+    """Quorum SASL's JAAS sections: the ``server_section``'s users (``user_NAME="password"``, who may
+    connect to me) and the ``learner_section``'s ``username`` and ``password`` (who I am). ValueError
+    names the file and the section; passwords never appear in a message."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            sections = parse_jaas(f.read())
+    except OSError as exc:
+        raise ValueError(f"JAAS file {path}: cannot read: {exc.strerror}") from None
+    except ValueError as exc:
+        raise ValueError(f"JAAS file {path}: {exc}") from None
+    for name in (server_section, learner_section):
+        if name not in sections:
+            raise ValueError(f"JAAS file {path} has no {name!r} section, which quorum.auth.enableSasl=true needs")
+        if any(module in KERBEROS_MODULES for module, _ in sections[name]):
+            raise ValueError(f"JAAS file {path}: section {name!r} logs in with Kerberos; zkpy serves quorum SASL "
+                             "with DIGEST-MD5 only (no GSSAPI binding is installed)")
+    users = {key[5:]: value for _, options in sections[server_section] for key, value in options.items()
+             if key.startswith("user_") and len(key) > 5}
+    learner = {key: value for _, options in sections[learner_section] for key, value in options.items()}
+    if not users:
+        raise ValueError(f"JAAS file {path}: section {server_section!r} has no user_NAME=\"password\" option")
+    if not learner.get("username") or "password" not in learner:
+        raise ValueError(f"JAAS file {path}: section {learner_section!r} needs username= and password= options")
+    return users, learner["username"], learner["password"]

@@ -14,7 +14,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from zkpy.config import SaslConfig, StoreConfig, TlsConfig, X509AuthConfig
+from zkpy.cli.jaas import read_quorum_sections
+from zkpy.config import QuorumSaslConfig, SaslConfig, StoreConfig, TlsConfig, X509AuthConfig
 
 X509_PROVIDER = "org.apache.zookeeper.server.auth.X509AuthenticationProvider"
 SASL_PROVIDER = "org.apache.zookeeper.server.auth.SASLAuthenticationProvider"
@@ -77,8 +78,8 @@ def super_users_from_flags(server_jvmflags: str, jvmflags: str) -> tuple[str, ..
 Warn = Callable[[str, str], None]
 """``warn(key, why)``: the one WARN line for a key that has no effect."""
 
-SaslReader = Callable[[str, str], SaslConfig]
-"""``read(jaas_path, section)``: the section's users (ValueError: the file is bad or lacks the section)."""
+SaslReader = Callable[[str, str], SaslConfig | None]
+"""``read(jaas_path, section)``: the section's users, None without the section (ValueError: a bad file)."""
 
 
 def jaas_path_from_flags(server_jvmflags: str, jvmflags: str) -> str | None:
@@ -207,9 +208,13 @@ def security_config(props: Mapping[str, str], warn: Warn, read_text: Callable[[s
     section = props.get("zookeeper.sasl.serverconfig", "Server").strip() or "Server"
     path = props.get(JAAS_KEY, "").strip() or jaas_path
     values["sasl_auth"] = "sasl" in schemes
-    if path:
-        values["sasl"] = read_sasl(path, section)
-        if values["sasl"].gssapi:
+    sasl = read_sasl(path, section) if path else None
+    if path and sasl is None and "sasl" in schemes:
+        warn(schemes["sasl"], f"the JAAS file {path} has no {section!r} section, so no client can authenticate "
+                              "with SASL")
+    if sasl is not None:
+        values["sasl"] = sasl
+        if sasl.gssapi:
             raise ValueError(f"JAAS file {path}: section {section!r} logs in with Kerberos (Krb5LoginModule), "
                              "so ZooKeeper would serve SASL GSSAPI; zkpy cannot: no GSSAPI binding (python-gssapi) "
                              "is installed. Serve DIGEST-MD5 instead (DigestLoginModule with user_NAME=\"password\")")
@@ -247,7 +252,7 @@ def security_config(props: Mapping[str, str], warn: Warn, read_text: Callable[[s
     for key, why in SSL_KEYS_WITHOUT_EFFECT.items():
         if key in props:
             warn(key, why)
-    values.update(_quorum_security(props, warn, read_text))
+    values.update(_quorum_security(props, warn, read_text, path))
     read = {"secureClientPort", "secureClientPortAddress", "client.portUnification", "ssl.authProvider",
             "zookeeper.sasl.serverconfig", JAAS_KEY, "kerberos.removeHostFromPrincipal",
             "kerberos.removeRealmFromPrincipal", "enforce.auth.enabled", "enforce.auth.schemes",
@@ -297,9 +302,11 @@ def _x509(props: Mapping[str, str]) -> X509AuthConfig:
     return X509AuthConfig(**values)
 
 
-def _quorum_security(props: Mapping[str, str], warn: Warn, read_text: Callable[[str], str]) -> dict[str, Any]:
-    """``sslQuorum`` (TLS between members, with the ``ssl.quorum.*`` stores). Quorum SASL changes who
-    may join the ensemble: refuse it until zkpy has it. Settings of either without it have no
+def _quorum_security(props: Mapping[str, str], warn: Warn, read_text: Callable[[str], str],
+                     jaas_path: str | None) -> dict[str, Any]:
+    """``sslQuorum`` (TLS between members, with the ``ssl.quorum.*`` stores) and quorum SASL
+    (``quorum.auth.enableSasl``, DIGEST-MD5 from the JAAS file's ``QuorumServer`` and
+    ``QuorumLearner`` sections, as ZooKeeper names them). Settings of either without it have no
     effect (as in ZooKeeper)."""
     values: dict[str, Any] = {}
     ssl_quorum = "sslQuorum" in props and _bool("sslQuorum", props["sslQuorum"])
@@ -308,15 +315,24 @@ def _quorum_security(props: Mapping[str, str], warn: Warn, read_text: Callable[[
         if tls is None or tls.key_store is None:
             raise ValueError("sslQuorum=true but ssl.quorum.keyStore.location is not set")
         values["quorum_tls"] = tls
-    for key in ("quorum.auth.enableSasl", "quorum.auth.learnerRequireSasl", "quorum.auth.serverRequireSasl"):
-        if key in props and _bool(key, props[key]):
-            raise ValueError(f"{key}=true: zkpy does not authenticate quorum members with SASL yet, and will not "
-                             "run an ensemble member that its peers expect to authenticate")
+    flags = {key: key in props and _bool(key, props[key]) for key in
+             ("quorum.auth.enableSasl", "quorum.auth.learnerRequireSasl", "quorum.auth.serverRequireSasl")}
+    sasl_quorum = flags["quorum.auth.enableSasl"]
+    if sasl_quorum:
+        if not jaas_path:
+            raise ValueError(f"quorum.auth.enableSasl=true but no JAAS file is configured (set {JAAS_KEY} in zoo.cfg "
+                             f"or -D{JAAS_KEY}=FILE in SERVER_JVMFLAGS)")
+        server_section = props.get("quorum.auth.server.saslLoginContext", "QuorumServer").strip()
+        learner_section = props.get("quorum.auth.learner.saslLoginContext", "QuorumLearner").strip()
+        users, user, password = read_quorum_sections(jaas_path, server_section, learner_section)
+        values["quorum_sasl"] = QuorumSaslConfig(flags["quorum.auth.learnerRequireSasl"],
+                                                 flags["quorum.auth.serverRequireSasl"], users, user, password, jaas_path)
     for key in props:
         if key.startswith("ssl.quorum.") and not ssl_quorum:
             warn(key, "sslQuorum is not true")
-        elif key.startswith("quorum.auth.") and key not in ("quorum.auth.enableSasl", "quorum.auth.learnerRequireSasl",
-                                                           "quorum.auth.serverRequireSasl"):
+        elif key == "quorum.auth.kerberos.servicePrincipal" and sasl_quorum:
+            warn(key, "zkpy's quorum SASL is DIGEST-MD5, which names no Kerberos principal")
+        elif key.startswith("quorum.auth.") and key != "quorum.auth.enableSasl" and not sasl_quorum:
             warn(key, "quorum.auth.enableSasl is not true")
         elif key == "quorum.cnxn.threads.size":
             warn(key, "zkpy authenticates quorum connections on its event loop")

@@ -53,6 +53,7 @@ from zkpy.errors import ProtocolError
 from zkpy.quorum.election import Decision, Election, ElectionError, LearnerType
 from zkpy.quorum.verifier import address_string, config_string, quorum_maj
 from zkpy.ratelimit import LogLimiter
+from zkpy.runtime.quorum_auth import QuorumAuthError, authenticate_to, check_peer
 from zkpy.wire.quorum import (
     PROTOCOL_VERSION_V1,
     InitialMessage,
@@ -126,6 +127,7 @@ class ElectionService:
         self._cnx_timeout_s = cnx_timeout_ms / 1000
         self._log_limiter = LogLimiter()  # lines a peer can make us repeat: a few per minute per kind and peer
         self._tls = tls  # sslQuorum: every election link is TLS
+        self._sasl = config.quorum_sasl  # quorum.auth.enableSasl: links authenticate first
         sync_ms = config.tick_ms * quorum.sync_limit_ticks
         self._handshake_timeout_s = (sync_ms if sync_ms > 0 else cnx_timeout_ms) / 1000
         self._initial_message = encode_initial_message(
@@ -308,7 +310,8 @@ class ElectionService:
             try:
                 writer.write(self._initial_message)
                 await asyncio.wait_for(writer.drain(), self._cnx_timeout_s)
-            except (OSError, TimeoutError) as exc:
+                await authenticate_to(reader, writer, self._sasl, self._handshake_timeout_s)
+            except (OSError, TimeoutError, QuorumAuthError) as exc:
                 self._log_peer(log.warning, "cannot introduce", peer.sid,
                                f"{self.sid} cannot introduce itself to {peer.sid}: {exc or type(exc).__name__}")
                 self._close_socket(writer)
@@ -349,6 +352,18 @@ class ElectionService:
                                f"{exc or type(exc).__name__}")
             self._close_socket(writer)
             return
+        if self._sasl is not None:
+            try:
+                reader, user = await check_peer(reader, writer, self._sasl, self._handshake_timeout_s)
+            except (OSError, QuorumAuthError) as exc:
+                self._log_peer(log.warning, "quorum auth", _host(remote),
+                               f"{self.sid} refuses election connection from {remote} (server {msg.sid}): {exc}")
+                self._close_socket(writer)
+                return
+            if user is None:
+                self._log_peer(log.warning, "unauthenticated", _host(remote),
+                               f"{self.sid} keeps election connection from {remote} (server {msg.sid}) without "
+                               "quorum SASL (quorum.auth.serverRequireSasl=false)")
         sid = msg.sid
         if msg.is_observer:
             sid = next(self._observer_ids)

@@ -15,8 +15,10 @@ from typing import cast
 from zkpy.member import effects as fx
 from zkpy.member.history import History
 from zkpy.member.leading import LeadingCore
+from zkpy.member.quorum_auth import QuorumAuthServer, Verdict
 from zkpy.quorum.verifier import QuorumMaj, config_string
 from zkpy.ratelimit import LogLimiter
+from zkpy.runtime.quorum_auth import new_auth_server
 from zkpy.runtime.term import Term, TermHost, log, now_ms, wall_ms
 
 
@@ -28,6 +30,8 @@ class LearnerLink(asyncio.Protocol):
         self.cid = next(term.cids)
         self.transport: asyncio.Transport | None = None
         self.host = "?"
+        sasl = term.host.config.quorum_sasl
+        self.auth: QuorumAuthServer | None = new_auth_server(sasl) if sasl is not None else None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
@@ -41,6 +45,10 @@ class LearnerLink(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         term = self.term
+        if self.auth is not None:
+            data = self._check(data)
+            if not data:
+                return
         try:
             term._time()
             term.core.link_data(self.cid, data)
@@ -50,6 +58,27 @@ class LearnerLink(asyncio.Protocol):
             term.core.link_lost(self.cid)
             if self.transport is not None:
                 self.transport.abort()
+
+    def _check(self, data: bytes) -> bytes:
+        """Quorum SASL before Zab: what of ``data`` is Zab (nothing until the learner has passed)."""
+        auth = self.auth
+        assert auth is not None and self.transport is not None
+        out = auth.receive(data)
+        if out:
+            self.transport.write(out)
+        if auth.verdict is Verdict.PENDING:
+            return b""
+        self.auth = None
+        if auth.verdict is Verdict.REFUSED:
+            self.term.log_peer(log.warning, "quorum auth", self.host,
+                               f"learner connection {self.cid} refused: {auth.reason}")
+            self.transport.close()
+            return b""
+        if auth.user is None:
+            self.term.log_peer(log.warning, "unauthenticated", self.host,
+                               f"learner connection {self.cid} kept without quorum SASL ({auth.reason}; "
+                               "quorum.auth.serverRequireSasl=false)")
+        return auth.leftover
 
     def connection_lost(self, exc: Exception | None) -> None:
         term = self.term

@@ -12,6 +12,7 @@ from zkpy.member.history import History
 from zkpy.member.learning import LearningCore
 from zkpy.quorum.verifier import config_string
 from zkpy.runtime.persistence import Persistence
+from zkpy.runtime.quorum_auth import QuorumAuthError, authenticate_to
 from zkpy.runtime.term import Term, TermEnded, TermHost, log, now_ms, wall_ms
 from zkpy.storage.recovery import recover
 from zkpy.storage.truncate import truncate_to
@@ -61,10 +62,17 @@ class LearnerTerm(Term):
             try:
                 timeout = max(0.1, deadline - time.monotonic())
                 tls = self.host.quorum_tls
-                reader, self.writer = await asyncio.wait_for(
+                reader, writer = await asyncio.wait_for(
                     asyncio.open_connection(host, port, ssl=tls.client if tls else None,
                                             server_hostname=host if tls else None), timeout)
                 log.info("server %d: connected to leader %d at %s:%d", self.host.sid, self.leader_sid, host, port)
+                try:
+                    await authenticate_to(reader, writer, config.quorum_sasl, max(0.1, deadline - time.monotonic()))
+                except QuorumAuthError as exc:
+                    log.warning("server %d: leader %d at %s:%d: %s", self.host.sid, self.leader_sid, host, port, exc)
+                    writer.close()
+                    return None
+                self.writer = writer
                 return reader
             except (TimeoutError, OSError) as exc:
                 log.warning("server %d: cannot connect to leader %d at %s:%d (try %d): %s", self.host.sid,
