@@ -290,3 +290,21 @@ def test_a_store_of_unknown_type_exits_2(tmp_path: Path, pki: Pki) -> None:
     odd.write_bytes(pki.server.jks.read_bytes())
     err = _start_fails(tmp_path, {"ssl.keyStore.location": str(odd), "ssl.keyStore.password": PASSWORD})
     assert "ssl.keyStore.type" in err
+
+
+def test_many_bad_tls_connections_grow_the_log_by_a_bounded_number_of_lines(pki: Pki) -> None:
+    server = start_tls("zkpy", pki)
+    try:
+        before = server.server.log_size()
+        for i in range(300):
+            # plain bytes on the TLS port, and TLS hellos on the plain port, from one peer
+            port = server.secure_port if i % 2 else server.server.port
+            payload = CONNECT if i % 2 else bytes.fromhex("16030100") + bytes(60)
+            _closed_without_reply(port, payload)
+        healthy = zkpy_client(server, pki)  # and everyone else is still served
+        healthy.close()
+        grown = server.server.log(before).splitlines()
+        refusals = [line for line in grown if "closing connection from" in line]
+        assert 0 < len(refusals) <= 40, grown[-40:]
+    finally:
+        server.server.cleanup()
