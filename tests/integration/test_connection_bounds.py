@@ -42,6 +42,7 @@ from zkpy.wire.proto import (
     GetSASLRequest,
     Id,
     RequestHeader,
+    SetDataRequest,
 )
 
 OPEN = [ACL(31, Id("world", "anyone"))]
@@ -190,14 +191,20 @@ def burst(server_port: int, pid: int) -> tuple[int, float, int]:
     return vm_kib(pid, "VmHWM"), worst, total
 
 
-def stalled(server_port: int, pid: int, watch_s: float = 5.0) -> tuple[int, float]:
-    """Case (b): a client asks for 750 MiB and never reads; a healthy client keeps reading for
+def stalled(server_port: int, pid: int, watch_s: float = 5.0, write_every: int = 0) -> tuple[int, float]:
+    """Case (b): a client asks for 750 MiB and never reads (with ``write_every``, a setData before
+    every that many getData: the reads queue behind it); a healthy client keeps reading for
     ``watch_s`` seconds. Returns (peak RSS KiB, the healthy client's worst stall in s)."""
     big, small = prepare(server_port)
     healthy = HealthyReader(server_port, small).start()
     sock = raw_session(server_port, rcvbuf=64 * 1024)
     sock.setblocking(False)
-    data = b"".join(request(i + 1, OpCode.GET_DATA, GetDataRequest(big, False)) for i in range(STALLED_REQUESTS))
+    parts = []
+    for i in range(STALLED_REQUESTS):
+        if write_every and i % write_every == 0:
+            parts.append(request(100_000 + i, OpCode.SET_DATA, SetDataRequest(small, b"y" * 16, -1)))
+        parts.append(request(i + 1, OpCode.GET_DATA, GetDataRequest(big, False)))
+    data = b"".join(parts)
     sent, deadline = 0, time.monotonic() + watch_s
     while time.monotonic() < deadline:
         # send what the server will take (it stops reading once its output for us is bounded)
@@ -284,6 +291,14 @@ def test_a_client_that_never_reads_cannot_exhaust_memory(server: ServerProcess) 
     peak_kib, worst_s = stalled(server.port, server.proc.pid)
     print(f"{STALLED_REQUESTS} x 500 KiB getData never read: peak RSS {peak_kib / 1024:.0f} MiB; "
           f"the healthy client's worst stall {worst_s * 1000:.0f} ms")
+    assert peak_kib * 1024 < STALLED_RSS_BOUND
+
+
+@pytest.mark.parametrize("write_every", [STALLED_REQUESTS, 10], ids=["one-write-first", "a-write-every-10"])
+def test_reads_queued_behind_writes_count_in_the_bound(server: ServerProcess, write_every: int) -> None:
+    peak_kib, worst_s = stalled(server.port, server.proc.pid, write_every=write_every)
+    print(f"{STALLED_REQUESTS} x 500 KiB getData behind writes (one every {write_every}), never read: peak RSS "
+          f"{peak_kib / 1024:.0f} MiB; the healthy client's worst stall {worst_s * 1000:.0f} ms")
     assert peak_kib * 1024 < STALLED_RSS_BOUND
 
 

@@ -6,8 +6,9 @@ word is recognised only as the very first four bytes, as ZooKeeper does.
 
 Bounds (back-pressure, as ZooKeeper stops reading a connection it cannot keep up with): a
 connection's requests are taken from its decoder one frame at a time, and none is taken while
-its queued output (``queued``: replies and events in ``out`` plus what the shell has written and
-the socket has not taken yet, ``unsent``) is ``MAX_QUEUED_OUTPUT`` bytes or more, or while it
+its queued output (``queued``: replies and events in ``out``, what the shell has written and the
+socket has not taken yet, ``unsent``, and the expected replies of reads waiting behind the
+session's writes, ``owed``) is ``MAX_QUEUED_OUTPUT`` bytes or more, or while it
 has ``MAX_OUTSTANDING`` requests in flight; it is then ``paused`` until ``can_resume``: its
 queued output is down to ``RESUME_QUEUED_OUTPUT`` and its requests in flight to half the limit.
 The shell stops reading the socket meanwhile, so what waits is bounded by the decoder's buffer.
@@ -46,7 +47,7 @@ class Connection:
     __slots__ = ("conn_id", "ip", "port", "decoder", "state", "session_id", "timeout_ms", "auth", "sasl",
                  "out", "old_client", "close_reason", "received", "sent", "outstanding", "established_ms",
                  "last_cxid", "last_zxid", "last_op", "last_response_ms", "last_latency", "min_latency",
-                 "max_latency", "total_latency", "latency_count", "paused", "out_bytes", "unsent")
+                 "max_latency", "total_latency", "latency_count", "paused", "out_bytes", "unsent", "owed")
 
     def __init__(self, conn_id: int, ip: str, port: int, max_buffer: int) -> None:
         self.conn_id = conn_id
@@ -77,6 +78,7 @@ class Connection:
         self.paused = False  # no request is taken until ``can_resume`` (see the module's doc)
         self.out_bytes = 0  # bytes in ``out``
         self.unsent = 0  # bytes the shell wrote that the socket has not taken yet (the shell keeps it)
+        self.owed = 0  # bytes expected of the replies to reads queued behind this session's writes
 
     def queue(self, data: bytes) -> None:
         """Append one framed packet to the output."""
@@ -91,8 +93,9 @@ class Connection:
 
     @property
     def queued(self) -> int:
-        """Bytes of output not yet taken by the socket (``out`` and ``unsent``)."""
-        return self.out_bytes + self.unsent
+        """Bytes of output not yet taken by the socket (``out`` and ``unsent``), and expected of
+        the replies to reads waiting behind writes (``owed``)."""
+        return self.out_bytes + self.unsent + self.owed
 
     @property
     def over_limit(self) -> bool:

@@ -105,6 +105,8 @@ OP_NAMES: dict[int, str] = {
 }
 
 _REQUEST_HEADER = struct.Struct(">ii")
+_SMALL_REPLY = 128  # a reply's expected bytes, beyond the data or child names it carries
+_CHILD_NAME_ESTIMATE = 32  # expected bytes per child name in a getChildren reply
 _REPLY_HEADER = struct.Struct(">iqi")
 
 
@@ -141,6 +143,7 @@ class QueuedRead:
     body: bytes
     received_ms: int
     after_zxid: int = 0  # a sync waits until every txn proposed before it is applied
+    owed: int = 0  # bytes its reply is expected to take (counted in its connection's ``owed``)
     quorum_token: int = 0  # zkpy.quorumSync on a leader: ... and until a quorum confirmed the leadership
 
 
@@ -424,9 +427,30 @@ class ServerCore:
             self._run_read(read)
 
     def _queue(self, entry: QueuedRead | Forwarded) -> None:
-        """Behind what the session sent before: answered in order by ``_drain_queue``."""
+        """Behind what the session sent before: answered in order by ``_drain_queue``. A read's
+        expected reply counts in its connection's output bound until it runs, so that the reads
+        queued behind a write cannot all be taken and answered at once past the bound."""
         self.queues.setdefault(entry.conn.session_id, deque()).append(entry)
         entry.conn.outstanding += 1
+        if isinstance(entry, QueuedRead):
+            entry.owed = self._reply_estimate(entry.op, entry.body)
+            entry.conn.owed += entry.owed
+
+    def _reply_estimate(self, op: int, body: bytes) -> int:
+        """About how many bytes the reply to a read will take: the node's data or child names as
+        they are now (the read runs later, after the writes queued before it)."""
+        if op not in (OpCode.GET_DATA, OpCode.GET_CHILDREN, OpCode.GET_CHILDREN2):
+            return _SMALL_REPLY
+        try:
+            (n,) = INT.unpack_from(body, 0)
+            node = self.tree.get(body[4 : 4 + n].decode("utf-8")) if n >= 0 else None
+        except (struct.error, UnicodeDecodeError):
+            return _SMALL_REPLY
+        if node is None:
+            return _SMALL_REPLY
+        if op == OpCode.GET_DATA:
+            return _SMALL_REPLY + len(node.data or b"")
+        return _SMALL_REPLY + _CHILD_NAME_ESTIMATE * len(node.children)
 
     def _auth(self, conn: Connection, xid: int, body: bytes) -> None:
         packet = AuthPacket.from_bytes(body)
@@ -618,6 +642,7 @@ class ServerCore:
                 return
             queue.popleft()
             head.conn.outstanding -= 1
+            head.conn.owed -= head.owed
             self._run_read(head)
         self._syncing.discard(session)
         if queue is not None and not queue:
