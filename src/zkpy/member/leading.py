@@ -204,7 +204,8 @@ class LeadingCore(TermCore):
     def _establish(self, epoch: int) -> None:
         self.log(f"epoch {epoch} established with a quorum: serving as leader")
         self.tree.last_processed_zxid = make_zxid(epoch, 0)  # as ZooKeeper's startZkServer sets it
-        self.tree.set_config_node(self.config_data, 0, self.wall_ms)
+        assert self.config.quorum is not None
+        self.tree.set_config_node(self.config_data, self.config.quorum.config_version, self.wall_ms)
         self.server = LeaderServerCore(self.config, self.now_ms, self.wall_ms, log=self.log, tree=self.tree,
                                        next_zxid=make_zxid(epoch, 1))
         if self.trace:

@@ -66,7 +66,7 @@ class LearningCore(TermCore):
         self.zab = zf.Learner(int(q.my_id), observer=observer, accepted_epoch=accepted_epoch,
                               current_epoch=current_epoch, last_logged_zxid=self.tree.last_processed_zxid,
                               now_ms=now_ms, tick_ms=config.tick_ms, init_limit=q.init_limit_ticks,
-                              sync_limit=q.sync_limit_ticks)
+                              sync_limit=q.sync_limit_ticks, config_version=q.config_version)
         self.served = False
         self.truncating: int | None = None  # a Truncate is out: nothing goes on until truncated()
         self._reader = QuorumPacketReader(config.max_buffer)
@@ -268,7 +268,8 @@ class LearningCore(TermCore):
 
     def _serve(self, epoch: int) -> None:
         self.log(f"synchronised with leader {self.leader_sid} in epoch {epoch}: serving as {self.role}")
-        self.tree.set_config_node(self.config_data, 0, self.wall_ms)
+        assert self.config.quorum is not None
+        self.tree.set_config_node(self.config_data, self.config.quorum.config_version, self.wall_ms)
         self.server = LearnerServerCore(self.config, self.now_ms, self.wall_ms, log=self.log, tree=self.tree)
         self.served = True
         self._effects.append(Serving(epoch, self.server))

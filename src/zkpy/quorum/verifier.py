@@ -121,11 +121,13 @@ def _java_hashmap_order(sids: Iterable[int]) -> list[int]:
     return sorted(ordered, key=bucket)  # stable: ascending sid within a bucket
 
 
-def config_string(quorum: QuorumConfig, version: int = 0) -> str:
+def config_string(quorum: QuorumConfig, version: int | None = None) -> str:
     """QuorumMaj.toString of a static zoo.cfg ensemble (see the module docstring for the grammar).
 
     Client parts appear only for lines that carry their own ``;client`` part: ZooKeeper copies the
     static clientPort into this server's own entry but marks it as not to be printed."""
+    if version is None:  # the version of the dynamic config file it came from (0 for a static zoo.cfg)
+        version = quorum.config_version
     by_sid: dict[int, QuorumServer] = {s.sid: s for s in quorum.servers}
     lines = []
     for sid in _java_hashmap_order(by_sid):

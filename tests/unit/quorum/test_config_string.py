@@ -60,3 +60,12 @@ def test_election_address_string() -> None:
     assert address_string("zk1.example", 3888) == "zk1.example:3888"
     assert address_string("::1", 3888) == "[0:0:0:0:0:0:0:1]:3888"
     assert host_string("::ffff:10.0.0.1") == "10.0.0.1"
+
+
+def test_the_version_is_the_dynamic_config_files_unless_given() -> None:
+    from dataclasses import replace
+
+    q = replace(quorum({"server.1": "127.0.0.1:2888:3888", "server.2": "127.0.0.1:2889:3889"}, myid=1),
+                config_version=0x100000000)
+    assert config_string(q).endswith("\nversion=100000000")
+    assert config_string(q, 5).endswith("\nversion=5")
