@@ -9,7 +9,9 @@ from ``/proc/<pid>/status``.
     ``STALLED_RSS_BOUND`` and a healthy client connected throughout keeps its session;
 (c) a connection that sends nothing is closed within Apache ZooKeeper's bound
     (``zookeeper.nio.sessionlessCnxnTimeout``, 10 s, checked every 10 s: at most 20 s);
-(d) 1,000 bad packets from one client grow the server log by a bounded number of lines.
+(d) 1,000 bad packets from one client grow the server log by a bounded number of lines;
+(e) a client that never reads while other sessions' writes fire its persistent watch is closed
+    once ``MAX_UNREAD_OUTPUT`` bytes of events wait for it; the writer is not slowed down.
 
 The same functions measured Apache ZooKeeper 3.8 by hand (the numbers are below and in the
 commit that added this file). Nothing sleeps to wait: every wait is a socket read or a join with a deadline.
@@ -29,12 +31,15 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from zkpy.server.connection import MAX_UNREAD_OUTPUT
 from zkpy.testing.rawclient import RawClient
 from zkpy.testing.servers import ServerProcess, start_zkpy
-from zkpy.wire.consts import OpCode
+from zkpy.wire.consts import AddWatchMode, OpCode
 from zkpy.wire.jute import INT
+from zkpy.wire.multi import Op, write_multi_request
 from zkpy.wire.proto import (
     ACL,
+    AddWatchRequest,
     AuthPacket,
     ConnectRequest,
     CreateRequest,
@@ -270,6 +275,47 @@ def bad_lengths(port: int, count: int = BAD_PACKETS) -> None:
         sock.close()
 
 
+EVENT_CHILDREN = 800
+EVENT_NAME = 1000  # bytes of each child's name: an event is about 1 KiB
+
+
+def event_flood(port: int, pid: int) -> tuple[int, int, bool]:
+    """Case (e): returns (peak RSS KiB, bytes of events fired at the watcher, whether the
+    server closed the watcher's connection)."""
+    parent = f"/ev-{random.getrandbits(32):x}"
+    children = [f"{parent}/{i:04d}{'x' * (EVENT_NAME - 4)}" for i in range(EVENT_CHILDREN)]
+    writer = RawClient("127.0.0.1", port, deadline_s=DEADLINE_S)
+    assert writer.call(OpCode.CREATE, CreateRequest(parent, b"", OPEN, 0)).header.err == 0
+
+    xids = iter(range(1000, 1 << 30))
+
+    def call_multi(ops: list[Op]) -> None:
+        body = bytearray(RequestHeader(next(xids), int(OpCode.MULTI)).to_bytes())
+        write_multi_request(body, ops)
+        writer.send_raw(frame(bytes(body)))
+        assert writer.recv().header.err == 0
+
+    call_multi([Op(OpCode.CREATE, CreateRequest(c, b"", OPEN, 0)) for c in children])
+    watcher = raw_session(port, rcvbuf=64 * 1024)
+    watcher.sendall(request(1, OpCode.ADD_WATCH, AddWatchRequest(parent, AddWatchMode.PERSISTENT_RECURSIVE)))
+    read_frames(watcher, 1)  # then it never reads again
+    fired, rounds = 0, 0
+    deadline = time.monotonic() + DEADLINE_S
+    closed = False
+    while not closed and fired < 2 * MAX_UNREAD_OUTPUT and time.monotonic() < deadline:
+        call_multi([Op(OpCode.SET_DATA, SetDataRequest(c, b"%d" % rounds, -1)) for c in children])
+        fired += EVENT_CHILDREN * (EVENT_NAME + len(parent) + 1 + 16 + 16)
+        rounds += 1
+        try:  # closed (and reset, since the server aborts): sending fails
+            watcher.send(request(2, OpCode.PING))
+        except OSError:
+            closed = True
+    peak = vm_kib(pid, "VmHWM")
+    watcher.close()
+    writer.close()
+    return peak, fired, closed
+
+
 @pytest.fixture
 def server() -> Iterator[ServerProcess]:
     seed = random.randrange(1 << 32)
@@ -308,6 +354,16 @@ def test_a_connection_without_a_handshake_is_closed_within_apaches_bound(server:
     print(f"a silent connection was closed after {elapsed:.1f} s")
     assert elapsed < SESSIONLESS_BOUND_S
     assert server.log(mark).count("\n") <= 1
+
+
+def test_a_client_that_never_reads_its_watch_events_is_closed(server: ServerProcess) -> None:
+    mark = server.log_size()
+    peak_kib, fired, closed = event_flood(server.port, server.proc.pid)
+    print(f"{fired / 2**20:.0f} MiB of events fired at a client that does not read: closed {closed}; "
+          f"peak RSS {peak_kib / 1024:.0f} MiB")
+    assert closed
+    assert peak_kib * 1024 < STALLED_RSS_BOUND + MAX_UNREAD_OUTPUT
+    assert "has not read" in server.log(mark)
 
 
 @pytest.mark.parametrize("send_bad", [bad_sasl_tokens, bad_auths, bad_lengths],

@@ -39,7 +39,13 @@ from zkpy.admin.view import ServerView
 from zkpy.config import ServerConfig
 from zkpy.ratelimit import LogLimiter
 from zkpy.runtime.tlsconn import TlsConnection, looks_like_tls
-from zkpy.server.connection import MAX_OUTSTANDING, RESUME_QUEUED_OUTPUT, Connection, ConnState
+from zkpy.server.connection import (
+    MAX_OUTSTANDING,
+    MAX_UNREAD_OUTPUT,
+    RESUME_QUEUED_OUTPUT,
+    Connection,
+    ConnState,
+)
 from zkpy.server.core import ServerCore
 
 log = logging.getLogger("zkpy.server")
@@ -258,6 +264,9 @@ class ClientProtocol(asyncio.Protocol):
         conn, transport = self.conn, self.transport
         if conn is None or transport is None:
             return
+        if transport.is_closing():
+            conn.take_output()  # closed (below): what is left goes nowhere
+            return
         if conn.out:
             chunks = conn.take_output()
             if self.tls is None:
@@ -265,6 +274,12 @@ class ClientProtocol(asyncio.Protocol):
             else:
                 self._send(b"".join(chunks))
             conn.unsent = transport.get_write_buffer_size()
+            if conn.unsent > MAX_UNREAD_OUTPUT:
+                self.port.log_peer(log.warning, "not reading", conn.ip,
+                                   f"closing connection {conn.ip}:{conn.port}: it has not read {conn.unsent} bytes "
+                                   f"of replies and events (the bound is {MAX_UNREAD_OUTPUT})")
+                transport.abort()
+                return
         if conn.closing:
             if conn.close_reason not in (None, "closeSession", "client went away"):
                 self.port.log_peer(log.info, "closing", conn.ip,

@@ -13,7 +13,10 @@ has ``MAX_OUTSTANDING`` requests in flight; it is then ``paused`` until ``can_re
 queued output is down to ``RESUME_QUEUED_OUTPUT`` and its requests in flight to half the limit.
 The shell stops reading the socket meanwhile, so what waits is bounded by the decoder's buffer.
 At most ``MAX_FRAMES_PER_TURN`` requests are taken per call, so that one greedy client cannot
-stall the others: the shell gives the loop a turn and calls again.
+stall the others: the shell gives the loop a turn and calls again. Watch events are not requests:
+they are queued whatever the bound, so a client that never reads while other sessions' writes
+fire its watches is closed by the shell once ``MAX_UNREAD_OUTPUT`` bytes wait for it (its session
+lives on; reconnecting, its client sets its watches again, and the server fires what it missed).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ MAX_QUEUED_OUTPUT = 4 * 1024 * 1024  # bytes of replies and events queued: take 
 RESUME_QUEUED_OUTPUT = 1024 * 1024  # ... until they are down to this
 MAX_OUTSTANDING = 1000  # requests in flight per connection: take no request past it (resume at half)
 MAX_FRAMES_PER_TURN = 128  # requests taken from one connection before the loop gets a turn
+MAX_UNREAD_OUTPUT = 16 * MAX_QUEUED_OUTPUT  # bytes written and not read (watch events): close past it
 
 
 class ConnState(Enum):
