@@ -19,6 +19,7 @@ from zkpy.ids import make_zxid
 from zkpy.quorum import leader as zl
 from zkpy.quorum.sync import CommittedLog, LoggedTxn
 from zkpy.quorum.verifier import QuorumMaj
+from zkpy.ratelimit import LogLimiter
 from zkpy.server.leader import LeaderServerCore
 from zkpy.server.outputs import CheckQuorum, Propose, ServerOutput
 from zkpy.storage.epochs import ACCEPTED_EPOCH, CURRENT_EPOCH
@@ -50,6 +51,7 @@ class LeadingCore(TermCore):
                              now_ms=now_ms, tick_ms=config.tick_ms, init_limit=q.init_limit_ticks,
                              sync_limit=q.sync_limit_ticks, config_data=config_data, quorum_sync=q.quorum_sync)
         self._readers: dict[int, QuorumPacketReader] = {}
+        self._log_limiter = LogLimiter()  # what anyone connecting to the quorum port can make us repeat
 
     # ---- inputs
 
@@ -70,7 +72,7 @@ class LeadingCore(TermCore):
                     self._effects.append(PacketIn(link, packet))
                 self.zab.step(link, packet, self.now_ms)
         except (ProtocolError, zl.ZabError) as exc:
-            self.log(f"learner connection {link}: {exc}")
+            self._log_limiter.log(self.log, "learner error", "learners", self.now_ms, f"learner connection {link}: {exc}")
             self.link_lost(link)
             self._close_link(link, str(exc))
 
@@ -174,7 +176,8 @@ class LeadingCore(TermCore):
                     valid = self.server.revalidate(a.session, a.timeout_ms) if self.server is not None else False
                     self.zab.revalidated(a.cid, a.session, valid)
                 elif isinstance(a, zl.Close):
-                    self.log(f"dropping learner connection {a.cid}: {a.reason}")
+                    self._log_limiter.log(self.log, "learner dropped", "learners", self.now_ms,
+                                          f"dropping learner connection {a.cid}: {a.reason}")
                     self._readers.pop(a.cid, None)
                     self._close_link(a.cid, a.reason)
                 elif isinstance(a, zl.SetAcceptedEpoch):
