@@ -211,7 +211,7 @@ class ServerCore:
         try:
             ids = x509_identities(cert_der, self.config.x509)
         except X509IdError as exc:
-            self.log(f"x509 authentication failed for {conn.ip}:{conn.port}: {exc}")
+            self.log_peer("x509 failed", conn.ip, f"x509 authentication failed for {conn.ip}:{conn.port}: {exc}")
             self._close(conn, "x509 auth failed")
             return
         for ident in ids:

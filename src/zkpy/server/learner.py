@@ -58,7 +58,7 @@ class LearnerServerCore(ServerCore):
 
     def _write(self, conn: Connection, xid: int, op: int, body: bytes) -> None:
         if op == OpCode.CREATE_SESSION:
-            self.log(f"closing {conn.ip}:{conn.port}: createSession from an established session")
+            self.log_peer("createSession", conn.ip, f"closing {conn.ip}:{conn.port}: createSession from an established session")
             self._close(conn, "createSession from a client")
             return
         self._forward(conn, xid, op, body)
