@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import AuthFailedError, ConnectionClosedError, NoAuthError
+from kazoo.exceptions import AuthFailedError, ConnectionClosedError, InvalidACLError, NoAuthError
 from kazoo.protocol.serialization import int_struct, read_string
 from kazoo.security import ACL as KazooACL
 from kazoo.security import Id as KazooId
@@ -72,11 +72,13 @@ def client_jaas(directory: Path, user: str, password: str) -> Path:
     return path
 
 
-def start(kind: str, jaas: Path | None, monkeypatch: pytest.MonkeyPatch | None = None,
+def start(kind: str, jaas: Path | None, monkeypatch: pytest.MonkeyPatch | None = None, provider: bool = True,
           **extra: str) -> ServerProcess:
-    """A server of ``kind`` with the SASL provider and, given ``jaas``, that JAAS file and the super
-    user: Apache through system properties, zkpy through SERVER_JVMFLAGS (as zkServer.sh)."""
-    settings: dict[str, str | None] = {"authProvider.1": SASL_PROVIDER, **extra}
+    """A server of ``kind`` with the SASL provider (unless not ``provider``) and, given ``jaas``, that
+    JAAS file and the super user: Apache through system properties, zkpy through SERVER_JVMFLAGS
+    (as zkServer.sh)."""
+    settings: dict[str, str | None] = {"authProvider.1": SASL_PROVIDER} if provider else {}
+    settings.update(extra)
     if kind == "apache":
         require_apache()
         props = {JAAS_KEY: str(jaas), "zookeeper.superUser": SUPER_USER} if jaas else {}
@@ -101,6 +103,15 @@ def sasl_server(request: pytest.FixtureRequest, jaas: Path) -> Iterator[ServerPr
 def enforcing_server(request: pytest.FixtureRequest, jaas: Path) -> Iterator[ServerProcess]:
     with pytest.MonkeyPatch.context() as m:
         server = start(request.param, jaas, m, **{"enforce.auth.enabled": "true", "enforce.auth.schemes": "sasl"})
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture(scope="module", params=["zkpy", "apache"])
+def providerless_server(request: pytest.FixtureRequest, jaas: Path) -> Iterator[ServerProcess]:
+    """SASL users but no authProvider.N=SASLAuthenticationProvider."""
+    with pytest.MonkeyPatch.context() as m:
+        server = start(request.param, jaas, m, provider=False)
     yield server
     server.cleanup()
 
@@ -304,6 +315,16 @@ def test_kazoo_with_a_wrong_password_stops_in_auth_failed(sasl_server: ServerPro
             client.zk.get("/")
     finally:
         client.__exit__()
+
+
+def test_without_the_sasl_provider_sasl_acls_are_invalid_and_whoami_names_nobody(
+        providerless_server: ServerProcess) -> None:
+    """ZooKeeper adds the sasl id anyway, but only a registered provider validates, matches and
+    names it (AuthUtil.getUser): whoAmI shows the scheme with an empty user."""
+    with Kazoo(providerless_server, "bob", "bobsecret") as zk:
+        assert whoami(zk) == [("sasl", ""), ("ip", "127.0.0.1")]
+        with pytest.raises(InvalidACLError):
+            zk.create(f"/np-{uuid.uuid4().hex[:8]}", b"", acl=[KazooACL(31, KazooId("sasl", "bob"))])
 
 
 # ---- the wire: both servers must say the same bytes ----

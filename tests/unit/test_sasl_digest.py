@@ -356,6 +356,7 @@ def test_core_sasl_acls_are_invalid_without_the_sasl_provider(entropy: Callable[
     assert h.login(c, "bob", "bobsecret") == 0
     [(hdr, _)] = h.request(c, 3, OpCode.CREATE, CreateRequest("/s", b"x", [ACL(31, Id("sasl", "bob"))], 0).to_bytes())
     assert hdr.err == Code.INVALIDACL
+    assert h.whoami(c) == [("sasl", ""), ("ip", "127.0.0.1")]  # no provider names the user (measured)
 
 
 @pytest.mark.parametrize("cfg", [{"enforce_auth_schemes": ("sasl",)}, {"session_require_client_sasl_auth": True}])

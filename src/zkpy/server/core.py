@@ -724,7 +724,8 @@ class ServerCore:
             self._send(conn, _REPLY_HEADER.pack(Xid.PING, zxid, 0))
             return
         try:
-            body = run_read(self.tree, conn, op, r.body, lambda payload: self._send(conn, payload))
+            body = run_read(self.tree, conn, op, r.body, lambda payload: self._send(conn, payload),
+                            () if self.config.sasl_auth else ("sasl",))
             err = 0
         except ZookeeperError as exc:
             body, err = b"", int(exc.code)

@@ -8,7 +8,7 @@ client's last zxid, through ``notify``, before its reply.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from zkpy.errors import (
@@ -64,9 +64,12 @@ def event_payload(etype: int, path: str) -> bytes:
     return _NOTIFY_HEADER + WatcherEvent(etype, KeeperState.SYNC_CONNECTED, path).to_bytes()
 
 
-def run_read(tree: DataTree, conn: Connection, op: int, body: bytes, notify: Notify) -> bytes:
+def run_read(tree: DataTree, conn: Connection, op: int, body: bytes, notify: Notify,
+             unnamed: Collection[str] = ()) -> bytes:
     """The reply body of read ``op`` (raises the ZookeeperError to answer with, or ProtocolError
-    for a malformed request); a watch it leaves is registered on ``tree`` for ``conn``."""
+    for a malformed request); a watch it leaves is registered on ``tree`` for ``conn``.
+    ``unnamed``: schemes no auth provider is registered for, whose ids whoAmI shows without a
+    user name (AuthUtil.getUser: a sasl id without SASLAuthenticationProvider)."""
     if op == OpCode.GET_DATA:
         path, pos = read_ustring(body, 0)
         watch = body[pos]
@@ -152,7 +155,7 @@ def run_read(tree: DataTree, conn: Connection, op: int, body: bytes, notify: Not
             raise NoWatcherError()
         return b""
     if op == OpCode.WHO_AM_I:
-        infos = [ClientInfo(i.scheme, _user_name(i)) for i in conn.auth]
+        infos = [ClientInfo(i.scheme, "" if i.scheme in unnamed else _user_name(i)) for i in conn.auth]
         return WhoAmIResponse(infos).to_bytes()
     if op == OpCode.GET_EPHEMERALS:
         prefix = GetEphemeralsRequest.read(body, 0)[0].prefixPath
