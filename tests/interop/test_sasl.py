@@ -368,6 +368,15 @@ def test_enforced_auth_refuses_unauthenticated_requests_and_closes(enforcing_ser
         assert conn.wait_closed(DEADLINE_S) == []
 
 
+def test_enforced_auth_java_client_without_sasl(enforcing_server: ServerProcess) -> None:
+    lines = run_zkcli(enforcing_server, "ls /\nwhoami\n", None)
+    print("\n".join(lines))
+    assert lines[:3] == ["WatchedEvent state:SyncConnected type:None path:null",
+                         "KeeperErrorCode = Session closed because client failed to authenticate for /",
+                         "Auth scheme: User"]
+    assert "WatchedEvent state:Disconnected type:None path:null" in lines
+
+
 def test_enforced_auth_lets_a_sasl_session_work(enforcing_server: ServerProcess) -> None:
     with Kazoo(enforcing_server, "bob", "bobsecret") as zk:
         assert zk.exists("/") is not None
