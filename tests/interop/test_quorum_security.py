@@ -18,15 +18,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.helpers.ensemble_workload import Writer, check_acknowledged, wait_same_trees
-from tests.interop.test_mixed_ensemble import wait_leader, write_through_each
+from tests.helpers.failover import replicate_and_fail_over
 
 from zkpy.testing.certs import PASSWORD, Pki, make_pki
 from zkpy.testing.servers import (
     ServerProcess,
     apache_available,
     cleanup_ensemble,
-    ensemble_hosts,
     ensemble_leader,
     restart_ensemble_member,
     server_mode,
@@ -85,39 +83,8 @@ def secured(request: pytest.FixtureRequest, pki: Pki, tmp_path: Path) -> Iterato
 
 def test_a_secured_quorum_replicates_and_fails_over(secured: list[ServerProcess]) -> None:
     """Kill the leader until each kind present has led, checking replication under every leader."""
-    servers = secured
-    kinds = {s.kind for s in servers}
-    writers = [Writer(f"w{i}", ensemble_hosts(servers)) for i in range(2)]
-    for w in writers:
-        w.start_session()
-        w.start()
-    leader = ensemble_leader(servers)
-    led = {leader.kind}
-    write_through_each(servers, f"term0-{leader.kind}")
-    for term in range(1, 6):
-        if led == kinds and term > 1:
-            break
-        for w in writers:
-            w.wait_for_writes(20)
-        leader.stop(signal.SIGKILL)
-        new = wait_leader(servers, not_this=leader)
-        led.add(new.kind)
-        for w in writers:
-            w.wait_for_writes(20)
-        write_through_each(servers, f"term{term}-{new.kind}")
-        restart_ensemble_member(leader)
-        wait_ensemble_serving(servers)
-        assert server_mode(leader) == "follower"
-        leader = new
-    assert led == kinds, f"only {led} led"
-    for w in writers:
-        w.wait_for_writes(10)
-        w.stop()
-    tree = wait_same_trees(servers)
-    check_acknowledged(writers, tree)
-    for w in writers:
-        w.client.stop()
-        w.client.close()
+    led = replicate_and_fail_over(secured)
+    assert led == {s.kind for s in secured}, f"only {led} led"
 
 
 def _accepted(port: int, ctx: ssl.SSLContext) -> bool:
