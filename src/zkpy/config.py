@@ -185,7 +185,6 @@ class ServerConfig:
     tls: TlsConfig | None = None  # ssl.* (None: no key store configured)
     quorum_tls: TlsConfig | None = None  # ssl.quorum.* when sslQuorum=true: TLS between members
     quorum_sasl: QuorumSaslConfig | None = None  # quorum.auth.enableSasl=true
-    x509_auth: bool = False  # authProvider.N names X509AuthenticationProvider (or ssl.authProvider=x509)
     x509: X509AuthConfig = field(default_factory=X509AuthConfig)
     sasl: SaslConfig | None = None  # a JAAS Server section was found
     sasl_auth: bool = False  # authProvider.N names SASLAuthenticationProvider: sasl: ACLs are valid

@@ -200,7 +200,8 @@ def security_config(props: Mapping[str, str], warn: Warn, read_text: Callable[[s
     ssl_provider = props.get("ssl.authProvider", "x509").strip()
     if ssl_provider not in ("x509", *schemes):
         raise ValueError(f"ssl.authProvider={ssl_provider}: no authProvider.N line registers that scheme")
-    values["x509_auth"] = "x509" in schemes
+    # a TLS client's certificate is its x509: id whether or not authProvider.N names the x509
+    # provider: ZooKeeper 3.8's TLS port registers it by itself (measured)
     values["x509"] = _x509(props)
     if "x509" in schemes and tls is None:
         warn(schemes["x509"], "no ssl.keyStore is configured, so no client presents a certificate")
