@@ -31,7 +31,13 @@ from zkpy.errors import (
     ZookeeperError,
 )
 from zkpy.ratelimit import LogLimiter
-from zkpy.server.connection import MAX_FRAMES_PER_TURN, Connection, ConnState
+from zkpy.server.connection import (
+    MAX_FRAMES_PER_TURN,
+    MAX_OUTSTANDING,
+    MAX_QUEUED_OUTPUT,
+    Connection,
+    ConnState,
+)
 from zkpy.server.handshake import (
     SUPER,
     authenticate,
@@ -186,6 +192,7 @@ class ServerCore:
         self._syncing: set[int] = set()  # sessions whose queue waits on a sync
         self.last_container_check = now_ms
         self.stats = ServerStats()
+        self._enforced = enforced_schemes(self.config)  # an id of one of these is needed for any request
         self.limiter = LogLimiter()  # lines a client can repeat: at most a few per minute per kind and peer
 
     # ---- time ----
@@ -268,7 +275,8 @@ class ServerCore:
             for _ in range(MAX_FRAMES_PER_TURN):
                 if conn.closing or conn.paused or conn.state is ConnState.AWAIT_SESSION:
                     return
-                if conn.over_limit:
+                # Connection.over_limit, inlined: this runs once per request
+                if conn.out_bytes + conn.unsent + conn.owed >= MAX_QUEUED_OUTPUT or conn.outstanding >= MAX_OUTSTANDING:
                     conn.paused = True
                     return
                 frame = decoder.next_frame()
@@ -300,7 +308,9 @@ class ServerCore:
     def _send(self, conn: Connection, payload: bytes) -> None:
         if conn.closing and conn.close_reason != "closeSession":
             return
-        conn.queue(INT.pack(len(payload)) + payload)
+        framed = INT.pack(len(payload)) + payload  # Connection.queue, inlined: once per reply
+        conn.out.append(framed)
+        conn.out_bytes += len(framed)
         conn.sent += 1
         self.stats.packets_sent += 1
         self._dirty[conn] = None
@@ -387,7 +397,7 @@ class ServerCore:
         if op == OpCode.SASL:
             self._sasl(conn, xid, body)
             return
-        if not self._admitted(conn, xid):
+        if self._enforced and not self._admitted(conn, xid):
             return
         if op not in VALID_OPS:
             self.log_peer("unknown type", conn.ip, f"received packet at server of unknown type {op} from {conn.ip}:{conn.port}")
@@ -471,8 +481,8 @@ class ServerCore:
         """enforce.auth.enabled / sessionRequireClientSASLAuth (AuthenticationHelper.enforceAuthentication):
         every request but auth and SASL packets, pings included, needs an id of an enforced scheme;
         without one it is answered SESSIONCLOSEDREQUIRESASLAUTH (zxid 0) and the connection closes."""
-        enforced = enforced_schemes(self.config)
-        if not enforced or any(i.scheme in enforced for i in conn.auth):
+        enforced = self._enforced
+        if any(i.scheme in enforced for i in conn.auth):
             return True
         self.log_peer("auth enforced", conn.ip,
                       f"client {conn.ip}:{conn.port} authentication scheme(s) {[i.scheme for i in conn.auth]} do not "
