@@ -26,10 +26,10 @@ STORE_TYPES = ("PEM", "PKCS12", "JKS")
 CLIENT_AUTH = ("need", "want", "none")
 JAAS_KEY = "java.security.auth.login.config"
 
-_STORE_KEYS = ("keyStore.location", "keyStore.password", "keyStore.passwordPath", "keyStore.type",
+STORE_KEYS = ("keyStore.location", "keyStore.password", "keyStore.passwordPath", "keyStore.type",
                "trustStore.location", "trustStore.password", "trustStore.passwordPath", "trustStore.type")
-_TLS_KEYS = ("clientAuth", "protocol", "enabledProtocols", "ciphersuites", "hostnameVerification")
-_X509_KEYS = ("clientCertIdType", "clientCertIdSanMatchType", "clientCertIdSanMatchRegex",
+TLS_KEYS = ("clientAuth", "protocol", "enabledProtocols", "ciphersuites", "hostnameVerification")
+X509_KEYS = ("clientCertIdType", "clientCertIdSanMatchType", "clientCertIdSanMatchRegex",
               "clientCertIdSanExtractRegex", "clientCertIdSanExtractMatcherGroupIndex")
 # ssl.* keys ZooKeeper 3.8 reads that do not change what zkpy does (their WARN says why)
 SSL_KEYS_WITHOUT_EFFECT = {
@@ -258,8 +258,8 @@ def security_config(props: Mapping[str, str], warn: Warn, read_text: Callable[[s
             "zookeeper.sasl.serverconfig", JAAS_KEY, "kerberos.removeHostFromPrincipal",
             "kerberos.removeRealmFromPrincipal", "enforce.auth.enabled", "enforce.auth.schemes",
             "sessionRequireClientSASLAuth", "X509AuthenticationProvider.superUser", *SSL_KEYS_WITHOUT_EFFECT,
-            *QUORUM_KEYS, *(f"ssl.{k}" for k in (*_STORE_KEYS, *_TLS_KEYS, *_X509_KEYS)),
-            *(f"ssl.quorum.{k}" for k in (*_STORE_KEYS, *_TLS_KEYS))}
+            *QUORUM_KEYS, *(f"ssl.{k}" for k in (*STORE_KEYS, *TLS_KEYS, *X509_KEYS)),
+            *(f"ssl.quorum.{k}" for k in (*STORE_KEYS, *TLS_KEYS))}
     for key in props:
         if is_super_user_key(key):
             if "sasl" not in values:

@@ -27,12 +27,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from zkpy.cli.security_keys import (
-    _STORE_KEYS,
-    _TLS_KEYS,
-    _X509_KEYS,
     JAAS_KEY,
     QUORUM_KEYS,
     SSL_KEYS_WITHOUT_EFFECT,
+    STORE_KEYS,
+    TLS_KEYS,
+    X509_KEYS,
 )
 
 
@@ -314,11 +314,11 @@ def _security_rules() -> dict[str, KeyRule]:
     honoured("secureClientPort", "the TLS client port")
     honoured("secureClientPortAddress", "the address the TLS client port listens on")
     honoured("client.portUnification", "the plain client port also accepts TLS")
-    for key in _STORE_KEYS:
+    for key in STORE_KEYS:
         honoured(f"ssl.{key}", "the client port's TLS stores (PEM, PKCS12, JKS)")
-    for key in _TLS_KEYS:
+    for key in TLS_KEYS:
         honoured(f"ssl.{key}", "the client port's TLS settings")
-    for key in _X509_KEYS:
+    for key in X509_KEYS:
         honoured(f"ssl.{key}", "how a client certificate becomes its x509: identity")
     honoured("ssl.authProvider", "the scheme a TLS client's certificate authenticates")
     honoured("authProvider.N", "the x509, sasl, digest and ip providers (others are refused)")
