@@ -35,6 +35,8 @@ from typing import Any
 import zkpy
 from zkpy.server.connection import Connection
 from zkpy.server.core import ServerCore
+from zkpy.server.metrics import Summary as MetricSummary
+from zkpy.server.metrics import summary_lines
 
 from .view import ServerView, Summary
 
@@ -167,11 +169,6 @@ def _znode_count(core: ServerCore) -> int:
     return int(core.tree.node_count()) + 1  # the root, counted under "" and "/" as ZooKeeper does
 
 
-def _approximate_data_size(core: ServerCore) -> int:
-    """Path lengths plus data lengths over every znode (DataTree.approximateDataSize)."""
-    return sum(len(path) + (len(node.data) if node.data else 0) for path, node in core.tree.nodes.items())
-
-
 def _watch_count(core: ServerCore) -> int:
     return int(core.tree.data_watches.count()) + int(core.tree.child_watches.count())
 
@@ -286,45 +283,95 @@ def _crst(server: ServerView, conn: Connection | None) -> str:
 
 def _srst(server: ServerView, conn: Connection | None) -> str:
     _serving(server).stats.reset()
+    _serving(server).metrics.reset()
     return "Server stats reset.\n"
 
 
 def _mntr(server: ServerView, conn: Connection | None) -> str:
+    return "".join(f"zk_{key}\t{value}\n" for key, value in mntr_values(server))
+
+
+# mntr keys of Apache ZooKeeper 3.8 that zkpy leaves out, and why (tests/interop/test_mntr_keys.py checks the rest)
+MNTR_EXCLUDED: dict[str, str] = {
+    "jvm_pause_time_ms": "a JVM garbage-collection pause figure; the process metrics of the Prometheus endpoint stand in",
+    "netty_queued_buffer_capacity": "Netty's buffers; zkpy serves on asyncio",
+    "last_proposal_size": "the leader's jute proposal sizes are not kept yet",
+    "proposal_size": "the leader's jute proposal sizes are not kept yet",
+    "leader_uptime": "a term's start is not kept by the leader's core yet",
+    "file_descriptor_count": "a summary ZooKeeper fills from its JMX bean; open_file_descriptor_count gives the figure",
+}
+MNTR_EXCLUDED_PATTERNS: dict[str, str] = {
+    r"\d+_learner_handler_qp_(size|time_ms)": "per-learner queues of ZooKeeper's LearnerHandler threads; zkpy's leader "
+                                              "has one bounded output per peer link",
+    r"[a-z0-9_]+_write_per_namespace": "per-namespace write sizes (a SummarySet) are not kept",
+}
+
+
+def mntr_values(server: ServerView) -> list[tuple[str, object]]:
+    """mntr's ``(key, value)`` lines without the ``zk_`` prefix, in 3.8's order: what ``mntr``,
+    the AdminServer's ``monitor`` and the Prometheus endpoint all read."""
     core = _serving(server)
     stats = core.stats
+    metrics = core.metrics
+    mode = _server_state(server)
+    quorum = server.quorum_metrics()  # an ensemble's leader: its learner counts, as 3.8's mntr
     values: list[tuple[str, object]] = [
         ("version", full_version()),
-        ("server_state", _server_state(server)),
-        ("avg_latency", java_double(_avg(stats.total_latency, stats.count))),
-        ("max_latency", stats.max_latency),
-        ("min_latency", max(stats.min_latency, 0)),
-        ("packets_received", stats.packets_received),
-        ("packets_sent", stats.packets_sent),
+        ("server_state", mode),
+    ]
+    if mode in ("leader", "follower", "observer"):
+        state = {"leader": "leading", "follower": "following", "observer": "observing"}[mode]
+        values.append(("peer_state", f"{state} - broadcast"))
+    values += [
+        ("ephemerals_count", _ephemerals_count(core)),
         ("num_alive_connections", server.connection_count),
         ("outstanding_requests", core.outstanding),
-        ("uptime", core.now_ms - core.started_ms),
         ("znode_count", _znode_count(core)),
-        ("watch_count", _watch_count(core)),
-        ("ephemerals_count", _ephemerals_count(core)),
-        ("approximate_data_size", _approximate_data_size(core)),
         ("global_sessions", len(core.sessions.sessions)),
-        ("local_sessions", 0),
-        ("connection_drop_probability", "0.0"),
-        ("outstanding_tls_handshake", 0),
+        ("non_mtls_remote_conn_count", 0),
+        ("last_client_response_size", -1),  # response sizes are not kept: -1, ZooKeeper's "none yet"
+        ("max_client_response_size", -1),
+        ("min_client_response_size", -1),
+        ("packets_sent", stats.packets_sent),
+        ("packets_received", stats.packets_received),
     ]
-    values += server.quorum_metrics()  # an ensemble's leader: its learner counts, as 3.8's mntr
-    summaries = server.fsync_summaries()
-    if summaries is not None:  # the fsync worker's group commits, under ZooKeeper's metric names
-        fsync_time, batch_size = summaries
-        values += _summary("fsynctime", fsync_time) + _summary("sync_processor_batch_size", batch_size)
+    values += [kv for kv in quorum if kv[0].startswith("synced_")]
+    values += [
+        ("connection_drop_probability", "0.0"),
+        ("watch_count", _watch_count(core)),
+        ("auth_failed_count", 0),
+        ("approximate_data_size", core.tree.data_size),
+    ]
     open_fds, max_fds = _open_fds(), _max_fds()
     if open_fds is not None and max_fds is not None:  # ZooKeeper reports both, on Unix only
         values += [("open_file_descriptor_count", open_fds), ("max_file_descriptor_count", max_fds)]
-    return "".join(f"zk_{key}\t{value}\n" for key, value in values)
+    values += [kv for kv in quorum if not kv[0].startswith("synced_")]
+    config = server.config
+    if mode == "leader" and config.quorum is not None:
+        values.append(("quorum_size", len(config.quorum.participants)))
+    values += [
+        ("local_sessions", 0),
+        ("uptime", core.now_ms - core.started_ms),
+        ("outstanding_tls_handshake", 0),
+        ("non_mtls_local_conn_count", 0),
+    ]
+    values += metrics.counters.items()
+    values += [("avg_latency", java_double(_avg(stats.total_latency, stats.count))),
+               ("min_latency", max(stats.min_latency, 0)), ("max_latency", stats.max_latency)]
+    summaries = dict(metrics.summaries)
+    fsync = server.fsync_summaries()
+    if fsync is not None:  # the fsync worker's group commits, under ZooKeeper's metric names
+        summaries["fsynctime"], summaries["sync_processor_batch_size"] = fsync  # type: ignore[assignment]
+    for name, summary in summaries.items():
+        values += _summary(name, summary)
+    return values
 
 
 def _summary(name: str, counter: Summary) -> list[tuple[str, object]]:
-    """A BASIC ``Summary`` as 3.8's mntr prints it: ``avg_``, ``min_``, ``max_``, ``cnt_``, ``sum_``."""
+    """A ``Summary`` as 3.8's mntr prints it: ``avg_``, ``min_``, ``max_``, ``cnt_``, ``sum_``, and
+    ``p50_``, ``p95_``, ``p99_``, ``p999_`` for one with quantiles."""
+    if isinstance(counter, MetricSummary):
+        return summary_lines(name, counter, java_double(_avg(counter.total, counter.count)))
     count, total = counter.count, counter.total
     return [(f"avg_{name}", java_double(_avg(total, count))), (f"min_{name}", counter.min),
             (f"max_{name}", counter.max), (f"cnt_{name}", count), (f"sum_{name}", total)]

@@ -43,6 +43,7 @@ from zkpy.runtime.server import DiskFailure
 from zkpy.runtime.term import TermEnded
 from zkpy.server.connection import Connection
 from zkpy.server.core import ServerCore
+from zkpy.server.metrics import ServerMetrics
 from zkpy.storage.disk import FaultPlan
 from zkpy.storage.epochs import load_epochs, write_epoch
 from zkpy.storage.files import DataDirs
@@ -77,6 +78,7 @@ class QuorumPeer(ServesClients):
         self.election: ElectionService | None = None
         self.term: LeaderTerm | LearnerTerm | None = None
         self._flush_scheduled = False
+        self.metrics = ServerMetrics()  # one registry for the process: every term's core records into it
 
     # ---- what the four-letter words read (admin.view.ServerView) ----
 
@@ -87,6 +89,8 @@ class QuorumPeer(ServesClients):
 
     @core.setter
     def core(self, core: ServerCore | None) -> None:
+        if core is not None:
+            core.metrics = self.metrics
         self.clients.core = core
 
     def fsync_summaries(self) -> tuple[Summary, Summary] | None:
@@ -163,12 +167,15 @@ class QuorumPeer(ServesClients):
         tree = history.tree
         epochs = load_epochs(self.disk, self.dirs.snap_dir, tree.last_processed_zxid, log.info)
         self.mode = "looking"
+        self.metrics.counters["looking_count"] += 1
+        looking_since = asyncio.get_running_loop().time()
         electing = asyncio.ensure_future(self.election.elect(tree.last_processed_zxid, epochs.current))
         await asyncio.wait([electing, stopping], return_when=asyncio.FIRST_COMPLETED)
         if not electing.done():
             electing.cancel()
             return None
         decision = electing.result()
+        self.metrics.record("election_time", int((asyncio.get_running_loop().time() - looking_since) * 1000))
         log.info("server %d: election decided: leader %d, I am %s", self.sid, decision.leader, decision.state.name)
         term: LeaderTerm | LearnerTerm
         if decision.leader == self.sid:

@@ -51,6 +51,7 @@ class ZkServer(ServesClients):
         log.info("recovered zxid 0x%x, %d znodes, %d sessions, digest 0x%x in %.2fs", tree.last_processed_zxid,
                  tree.node_count(), len(tree.sessions), tree.digest, recovery_s)
         self.core = ServerCore(config, now_ms(), wall_ms(), log=log.info, tree=tree)
+        self.core.metrics.record("dbinittime", int(recovery_s * 1000))
         # the recovered tree lives as long as the server: keep the collector from walking it
         gc.collect()
         gc.freeze()

@@ -49,6 +49,7 @@ from zkpy.server.handshake import (
     sasl_response,
 )
 from zkpy.server.outputs import Output, Propose, ServerOutput
+from zkpy.server.metrics import ServerMetrics
 from zkpy.server.prep import WRITE_OPS, Prep
 from zkpy.server.reads import event_payload, run_read
 from zkpy.server.sasl import NoSaslServer, SaslError
@@ -192,6 +193,7 @@ class ServerCore:
         self._syncing: set[int] = set()  # sessions whose queue waits on a sync
         self.last_container_check = now_ms
         self.stats = ServerStats()
+        self.metrics = ServerMetrics()  # ZooKeeper's ServerMetrics: mntr and the Prometheus endpoint read them
         self._enforced = enforced_schemes(self.config)  # an id of one of these is needed for any request
         self.limiter = LogLimiter()  # lines a client can repeat: at most a few per minute per kind and peer
 
@@ -236,6 +238,7 @@ class ServerCore:
         if conn.closing:
             return None
         conn.decoder.feed(data)
+        self.metrics.counters["bytes_received_count"] += len(data)
         word = conn.four_letter_word()
         if word is not None:
             return word
@@ -319,6 +322,7 @@ class ServerCore:
 
     def _connect(self, conn: Connection, frame: bytes) -> None:
         req, read_only_byte = read_connect(frame)
+        self.metrics.counters["connection_request_count"] += 1
         if read_only_byte:
             conn.old_client = False  # we are never read-only
         if req.lastZxidSeen > self.tree.last_processed_zxid:
@@ -720,6 +724,8 @@ class ServerCore:
         conn.last_response_ms = self.wall_ms
         conn.record_latency(latency)
         self.stats.record_latency(latency)
+        metrics = self.metrics
+        (metrics.updatelatency if op in WRITE_OPS else metrics.readlatency).add(latency)
 
     # ---- reads ----
 

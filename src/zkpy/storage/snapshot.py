@@ -436,6 +436,7 @@ def _parse_body(name: str, data: bytes, pos: int) -> tuple[DataTree, list[str], 
     int_unpack = _INT.unpack_from
     container_owner = CONTAINER_EPHEMERAL_OWNER
     digest = 0
+    data_size = 0
     count = 0
     (plen,) = int_unpack(data, pos)
     pos += 4
@@ -508,6 +509,7 @@ def _parse_body(name: str, data: bytes, pos: int) -> tuple[DataTree, list[str], 
             unknown.append(path)
         node.acl = node_acl
         nodes[path] = node
+        data_size += len(path) + (len(d) if d else 0)
         count += 1
         if len(nodes) != count:
             raise fail(pos, f"{path} appears twice")
@@ -524,6 +526,7 @@ def _parse_body(name: str, data: bytes, pos: int) -> tuple[DataTree, list[str], 
         raise fail(pos, "no root node")
     tree.sessions = sessions
     tree.digest = digest & _MASK64
+    tree.data_size = data_size
     return tree, unknown, pos
 
 

@@ -122,6 +122,7 @@ class DataTree:
         self.events: list[WatchEvent] = []
         self.last_processed_zxid = 0
         self.digest = 0
+        self.data_size = 0  # path and data lengths over every node (approximateDataSize), kept as nodes change
         self.acl_cache: dict[tuple[ACL, ...], tuple[ACL, ...]] = {OPEN_ACL_UNSAFE: OPEN_ACL_UNSAFE}
         root = Node(b"", OPEN_ACL_UNSAFE, 0, 0, 0)
         root.pzxid = root.czxid = root.mzxid = 0
@@ -140,6 +141,7 @@ class DataTree:
         node = self.nodes.get("/zookeeper/config")
         if node is None:
             return
+        self.data_size += len(data) - (len(node.data) if node.data else 0)
         node.data = data
         node.version = -1
         node.mzxid = config_version
@@ -151,6 +153,7 @@ class DataTree:
         tree = cls()
         tree.nodes.clear()
         tree.digest = 0
+        tree.data_size = 0
         return tree
 
     # ---- digest bookkeeping ----
@@ -167,6 +170,7 @@ class DataTree:
 
     def _put(self, path: str, node: Node) -> None:
         self.nodes[path] = node
+        self.data_size += len(path) + (len(node.data) if node.data else 0)
         self._rehash(path, node)
 
     def _unhash(self, path: str, node: Node) -> None:
@@ -317,6 +321,7 @@ class DataTree:
         if node is None:
             raise _TxnFailed(Code.NONODE)
         self._unhash(path, node)
+        self.data_size -= len(path) + (len(node.data) if node.data else 0)
         kind = ephemeral_kind(node.ephemeral_owner)
         if kind == "container":
             self.containers.discard(path)
@@ -337,6 +342,7 @@ class DataTree:
         if node is None:
             raise _TxnFailed(Code.NONODE)
         self._unhash(path, node)
+        self.data_size += (len(data) if data else 0) - (len(node.data) if node.data else 0)
         node.data, node.version, node.mzxid, node.mtime = data, version, zxid, time
         self._rehash(path, node)
         self._fire(self.data_watches, path, EventType.NODE_DATA_CHANGED, node.acl)
