@@ -25,25 +25,143 @@ def main() -> None:
     """zkpy: ZooKeeper in Python."""
 
 
-@main.command()
-@click.argument("zoo_cfg", required=False, type=click.Path(dir_okay=False))
+ACTIONS = ("start", "stop", "status", "restart")
+
+
+@main.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("args", nargs=-1, metavar="[start|stop|status|restart] [ZOO_CFG]")
 @click.option("--port", "client_port", type=int, help="clientPort (default 2181)")
 @click.option("--address", "client_port_address", help="clientPortAddress (default 127.0.0.1)")
 @click.option("--data-dir", "data_dir", help="dataDir (default ./zkpy-data)")
 @click.option("--tick-ms", "tick_ms", type=int, help="tickTime in ms (default 2000)")
 @click.option("--4lw", "four_letter_words", help="4lw.commands.whitelist, comma separated ('*' for all)")
 @click.option("--extended-types/--no-extended-types", default=None, help="enable TTL nodes (extendedTypesEnabled)")
-@click.option("--log-level", default="INFO", show_default=True)
+@click.option("--log-level", "log_levels", multiple=True, metavar="[LOGGER=]LEVEL",
+              help="root level (default INFO), or one logger's, e.g. zkpy.election=DEBUG (repeatable)")
+@click.option("--log-dir", help="write the log to DIR/zkpy-server.log, rotated (zookeeper.log.dir)")
+@click.option("--log-file", help="the log file's name in --log-dir (or an absolute path)")
+@click.option("--log-max-bytes", type=int, help="rotate the log file at this size (default 10 MiB)")
+@click.option("--log-backups", type=int, help="rotated log files kept (default 10)")
+@click.option("--log-format", default="text", show_default=True, help="text, or json (one object a line)")
+@click.option("--wait-s", type=float, default=30.0, show_default=True,
+              help="start/stop: how long to wait for the server to answer / to end")
 @click.option("--fault", "faults", multiple=True, hidden=True,
               help="test-only disk fault: lose-unsynced, enospc-after=BYTES, eio-after=BYTES, eio-on-sync=N")
-def server(zoo_cfg: str | None, log_level: str, faults: tuple[str, ...], **flags: object) -> None:
-    """Run a standalone server, configured by ZOO_CFG and/or flags (flags win)."""
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+def server(args: tuple[str, ...], log_levels: tuple[str, ...], log_dir: str | None, log_file: str | None,
+           log_max_bytes: int | None, log_backups: int | None, log_format: str, wait_s: float,
+           faults: tuple[str, ...], **flags: object) -> None:
+    """Run a server in the foreground, configured by ZOO_CFG and/or flags (flags win); or control
+    one as a daemon with a pid file in its dataDir: start, stop, status, restart (as zkServer.sh)."""
+    action = args[0] if args and args[0] in ACTIONS else None
+    rest = args[1:] if action else args
+    if len(rest) > 1:
+        click.echo(f"zkpy: server takes one ZOO_CFG, got {' '.join(rest)}", err=True)
+        sys.exit(EXIT_CONFIG)
+    zoo_cfg = rest[0] if rest else None
+    from zkpy.cli.logsetup import LogSetupError, configure, parse_settings
+
+    try:
+        log_settings = parse_settings(log_levels, log_dir, log_file, log_max_bytes, log_backups, log_format)
+    except LogSetupError as exc:
+        click.echo(f"zkpy: {exc}", err=True)
+        sys.exit(EXIT_CONFIG)
+    if action in ("stop", "status"):
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+        _control(action, _config(zoo_cfg, flags, quiet=True), wait_s)
+        return
+    if action is None:
+        try:
+            configure(log_settings)
+        except LogSetupError as exc:
+            click.echo(f"zkpy: {exc}", err=True)
+            sys.exit(EXIT_CONFIG)
+    else:
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    config = _config(zoo_cfg, flags, quiet=action is not None)
+    if action is not None:
+        from zkpy.cli.service import ServiceError, alive, pid_path, read_pid, start, stop
+
+        try:
+            pid = read_pid(pid_path(config))
+            if pid is not None and alive(pid):
+                if action == "start":
+                    raise ServiceError(f"already running as process {pid} ({pid_path(config)})")
+                click.echo(stop(config, wait_s))
+            _preflight(config)
+            click.echo(start(config, _server_argv(click.get_current_context()), log_dir, wait_s))
+        except ServiceError as exc:
+            click.echo(f"zkpy: {exc}", err=True)
+            sys.exit(1)
+        return
+    _preflight(config)
+    _run(config, _fault_plan(faults))
+
+
+def _server_argv(ctx: click.Context) -> list[str]:
+    """The command line of this ``zkpy server`` run less its action: what the daemon runs."""
+    argv: list[str] = []
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name or "")
+        if isinstance(param, click.Argument):
+            argv.extend(os.path.abspath(a) for a in (value or ())[1:])  # the action is first; the daemon runs from elsewhere
+            continue
+        if not isinstance(param, click.Option) or value is None or param.name == "wait_s":
+            continue
+        if param.is_flag and param.secondary_opts:
+            argv.append(param.opts[0] if value else param.secondary_opts[0])
+        elif param.multiple:
+            for v in value:
+                argv += [param.opts[0], str(v)]
+        elif param.name in ("data_dir", "log_dir") or (param.name == "log_file" and os.sep in str(value)):
+            argv += [param.opts[0], os.path.abspath(str(value))]
+        else:
+            argv += [param.opts[0], str(value)]
+    return argv
+
+
+def _control(action: str, config: ServerConfig, wait_s: float) -> None:
+    from zkpy.cli.service import ServiceError, status, stop
+
+    if action == "status":
+        code, line = status(config)
+        click.echo(line, err=code != 0)
+        sys.exit(code)
+    try:
+        click.echo(stop(config, wait_s))
+    except ServiceError as exc:
+        click.echo(f"zkpy: {exc}", err=True)
+        sys.exit(1)
+
+
+def _preflight(config: ServerConfig) -> None:
+    """The start-up checks that need no reading or writing: one line and a non-zero exit each."""
+    from zkpy.cli.preflight import data_dir_problem, port_problem
+
+    for key, path in (("dataDir", config.data_dir), ("dataLogDir", config.data_log_dir)):
+        problem = data_dir_problem(key, path) if path else None
+        if problem is not None:
+            click.echo(f"zkpy: {problem}", err=True)
+            sys.exit(EXIT_BAD_DATA_DIR)
+    if config.client_port_enabled:
+        problem = port_problem(config.client_port_address, config.client_port)
+        if problem is not None:
+            click.echo(f"zkpy: {problem}", err=True)
+            sys.exit(EXIT_PORT)
+
+
+def _config(zoo_cfg: str | None, flags: dict[str, object], quiet: bool = False) -> ServerConfig:
+    """The configuration from ZOO_CFG and the flags (flags win), checked; exits 2 with one line if bad."""
+    from zkpy.cli.preflight import flag_problem
+
+    problem = flag_problem(flags)
+    if problem is not None:
+        click.echo(f"zkpy: {problem}", err=True)
+        sys.exit(EXIT_CONFIG)
     try:
         jaas = jaas_path_from_flags(os.environ.get("SERVER_JVMFLAGS", ""), os.environ.get("JVMFLAGS", ""))
         address_flag = flags.get("client_port_address") is not None
         config = load_zoo_cfg(zoo_cfg, jaas_path=jaas, loopback_note=not address_flag) if zoo_cfg else ServerConfig()
-        if not zoo_cfg and not address_flag:
+        if not zoo_cfg and not address_flag and not quiet:
             logging.getLogger("zkpy.config").warning(
                 "no clientPortAddress (or --address): zkpy listens on 127.0.0.1 only; set clientPortAddress "
                 "in zoo.cfg (or --address 0.0.0.0) for remote clients")
@@ -79,7 +197,7 @@ def server(zoo_cfg: str | None, log_level: str, faults: tuple[str, ...], **flags
         from dataclasses import replace
 
         config = replace(config, **overrides)  # type: ignore[arg-type]
-    _run(config, _fault_plan(faults))
+    return config
 
 
 def _ensemble_problem(config: ServerConfig) -> str | None:
@@ -99,7 +217,8 @@ def _ensemble_problem(config: ServerConfig) -> str | None:
 
 EXIT_CONFIG = 2
 EXIT_DISK_FAILURE = 3
-EXIT_BAD_DATA_DIR = 4
+EXIT_BAD_DATA_DIR = 4  # also: the data dir cannot be used (not a directory, not writable)
+EXIT_PORT = 1  # the client port cannot be bound
 
 
 def _fault_plan(specs: tuple[str, ...]) -> FaultPlan | None:
@@ -158,10 +277,15 @@ def _run(config: ServerConfig, faults: FaultPlan | None = None) -> None:
         click.echo(f"zkpy: refusing to start: {exc}", err=True)
         sys.exit(EXIT_BAD_DATA_DIR)
     except OSError as exc:
+        from zkpy.runtime.osdisk import describe_error
+
+        if exc.filename:  # a data dir or file problem found late: its path and errno
+            click.echo(f"zkpy: stopped: {describe_error(exc)}", err=True)
+            sys.exit(EXIT_DISK_FAILURE)
         # e.g. the client port is taken: one clear line, not a traceback
-        click.echo(f"zkpy: cannot serve on {config.client_port_address}:{config.client_port}: {exc.strerror or exc}",
-                   err=True)
-        sys.exit(1)
+        click.echo(f"zkpy: cannot serve on {config.client_port_address}:{config.client_port}: "
+                   f"{describe_error(exc)}", err=True)
+        sys.exit(EXIT_PORT)
 
 
 main.add_command(purge)

@@ -120,6 +120,8 @@ def _int(source: str, key: str, value: str) -> int:
         raise ConfigError(f"{source}: {key}={value!r} is not an integer") from None
     if number < 0 and key not in ("minSessionTimeout", "maxSessionTimeout"):
         raise ConfigError(f"{source}: {key}={value} must not be negative")
+    if key.endswith("Port") and number > 65535:
+        raise ConfigError(f"{source}: {key}={value} is out of range (0-65535)")
     return number
 
 

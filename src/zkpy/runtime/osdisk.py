@@ -10,6 +10,7 @@ inside ``sync``: a SIGKILL then loses exactly what power loss would.
 
 from __future__ import annotations
 
+import errno
 import os
 
 from zkpy.storage.disk import FaultCounter, FaultPlan
@@ -133,3 +134,13 @@ class OsDisk:
     def _sync_dir_of(self, path: str) -> None:
         if self.force_sync:
             sync_directory(os.path.dirname(path))
+
+
+def describe_error(exc: BaseException) -> str:
+    """``path: strerror (ENAME)`` for an OSError (never an empty string), ``str(exc)`` or its type otherwise."""
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        if exc.errno:
+            return f"{where}{os.strerror(exc.errno)} ({errno.errorcode.get(exc.errno, str(exc.errno))})"
+        return where + (str(exc) or type(exc).__name__)
+    return str(exc) or type(exc).__name__

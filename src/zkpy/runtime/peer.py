@@ -33,6 +33,7 @@ from zkpy.admin.view import Summary
 from zkpy.config import LearnerType, ServerConfig
 from zkpy.member.history import History
 from zkpy.quorum.verifier import QuorumMaj
+from zkpy.runtime.banner import serving_line
 from zkpy.runtime.clientport import ClientPort, ServesClients
 from zkpy.runtime.election_net import ElectionService
 from zkpy.runtime.leader_term import LeaderTerm
@@ -127,7 +128,7 @@ class QuorumPeer(ServesClients):
                                         tls=self.quorum_tls)
         await self.election.start()
         await self.clients.listen()
-        log.info("server %d: client port %s:%d", self.sid, self.config.client_port_address, self.port)
+        log.info("server %d: %s", self.sid, serving_line(self.config, self.port))
         stopping = asyncio.ensure_future(stop.wait())
         try:
             while not stop.is_set() and self.failure is None:

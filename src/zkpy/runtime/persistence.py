@@ -30,6 +30,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from zkpy.config import ServerConfig
+from zkpy.runtime.osdisk import describe_error
 from zkpy.storage.disk import AppendFile, Disk, join
 from zkpy.storage.files import DataDirs
 from zkpy.storage.roll import RollPolicy
@@ -288,7 +289,7 @@ class Persistence:
             return
         exc = future.exception()
         if exc is not None:
-            log.error("snapshot 0x%x failed: %s", writer.zxid if writer else -1, exc)
+            log.error("snapshot 0x%x failed: %s", writer.zxid if writer else -1, describe_error(exc))
             return
         log.info("snapshot %s written: %d znodes in %.2fs, longest pause on the loop %.1f ms",
                  future.result(), writer.nodes_written if writer else -1,

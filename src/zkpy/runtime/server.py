@@ -16,8 +16,9 @@ import time
 from zkpy.admin.fourletter import DEFAULT_TRACE_MASK
 from zkpy.admin.view import Summary
 from zkpy.config import ServerConfig
+from zkpy.runtime.banner import serving_line
 from zkpy.runtime.clientport import ClientPort, ServesClients, now_ms, wall_ms
-from zkpy.runtime.osdisk import OsDisk
+from zkpy.runtime.osdisk import OsDisk, describe_error
 from zkpy.runtime.persistence import Persistence
 from zkpy.server.core import ServerCore
 from zkpy.server.outputs import Output, Propose
@@ -86,6 +87,7 @@ class ZkServer(ServesClients):
             self.persistence.start_snapshot(self.core.tree)  # the next restart replays less
         await self.clients.listen()
         log.info("binding to port %s:%d", self.config.client_port_address, self.port)
+        log.info("%s", serving_line(self.config, self.port))
         self._schedule_tick()
         if self.config.autopurge_purge_interval_h > 0:
             self._autopurge()
@@ -165,4 +167,4 @@ async def serve(config: ServerConfig, stop: asyncio.Event, faults: FaultPlan | N
             w.cancel()
         await server.close()
     if server.failure is not None:
-        raise DiskFailure(str(server.failure)) from server.failure
+        raise DiskFailure(describe_error(server.failure)) from server.failure
