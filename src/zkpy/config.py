@@ -190,6 +190,14 @@ class ServerConfig:
     sasl_auth: bool = False  # authProvider.N names SASLAuthenticationProvider: sasl: ACLs are valid
     enforce_auth_schemes: tuple[str, ...] = ()  # enforce.auth.schemes when enforce.auth.enabled=true
     session_require_client_sasl_auth: bool = False  # sessionRequireClientSASLAuth
+    # the AdminServer (HTTP commands); zoo.cfg turns it on by default, as ZooKeeper does (zoocfg)
+    admin_enabled: bool = False  # admin.enableServer (a ServerConfig built in code has none)
+    admin_address: str = "127.0.0.1"  # admin.serverAddress (ZooKeeper: 0.0.0.0; zkpy: loopback unless set)
+    admin_port: int = 8080  # admin.serverPort
+    admin_command_url: str = "/commands"  # admin.commandURL
+    admin_idle_timeout_ms: int = 30000  # admin.idleTimeout
+    admin_force_https: bool = False  # admin.forceHttps: HTTPS only, with the ssl.* key store
+    initial_configuration: str = ""  # the zoo.cfg as read (key=value lines), for initial_configuration
 
     @property
     def min_session_timeout(self) -> int:

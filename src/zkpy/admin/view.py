@@ -38,6 +38,10 @@ class ServerView(Protocol):
     def listen_backlog(self) -> int: ...
 
     @property
+    def leader_id(self) -> int:
+        """The leader's server id while in an ensemble term; -1 otherwise."""
+
+    @property
     def connection_count(self) -> int:
         """Client connections open now."""
 

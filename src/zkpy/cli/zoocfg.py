@@ -190,6 +190,8 @@ def config_from_properties(props: dict[str, str], source: str, read_myid: MyidRe
             values["force_sync"] = value.lower() == "yes"
         elif key in ("extendedTypesEnabled", "zookeeper.extendedTypesEnabled"):
             values["extended_types"] = _bool(source, key, value)
+        elif key in ("admin.enableServer", "admin.forceHttps"):
+            values["admin_enabled" if key == "admin.enableServer" else "admin_force_https"] = _bool(source, key, value)
         elif key == "DigestAuthenticationProvider.superDigest":
             if not value:
                 raise ConfigError(f"{source}: {key} is empty")
@@ -230,6 +232,9 @@ def config_from_properties(props: dict[str, str], source: str, read_myid: MyidRe
             values["client_port_enabled"] = False  # as ZooKeeper: only the TLS port listens
     except ValueError as exc:
         raise ConfigError(f"{source}: {exc}") from None
+    values.setdefault("admin_enabled", True)  # a zoo.cfg's AdminServer is on unless turned off, as ZooKeeper's
+    values["initial_configuration"] = "".join(  # the initial_configuration command; passwords masked
+        f"{k}={'********' if 'password' in k.lower() else v}\n" for k, v in props.items())
     known = {f.name for f in fields(ServerConfig)}
     assert set(values) <= known
     cfg = ServerConfig(**values)

@@ -79,7 +79,6 @@ def refuses(rule: KeyRule, value: str) -> bool:
     return v in rule.when if rule.when is not None else v not in rule.same
 
 
-_NO_ADMIN = "zkpy has no AdminServer (HTTP commands) yet; the four-letter words serve its figures"
 _NO_METRICS = "zkpy has no metrics provider yet; the mntr four-letter word serves the figures"
 _JVM = "a setting of the JVM or of ZooKeeper's Java internals; zkpy runs one asyncio event loop"
 _NO_THROTTLE = "zkpy does not rate-limit new connections"
@@ -267,13 +266,20 @@ KEYS: dict[str, KeyRule] = {
     "allowSaslFailedClients": _none("zkpy does not let a client whose SASL authentication failed go on",
                                     "false"),
     # --- AdminServer and metrics (issue 12)
-    "admin.enableServer": _none(_NO_ADMIN, "false"),
-    "admin.serverAddress": _none(_NO_ADMIN),
-    "admin.serverPort": _none(_NO_ADMIN),
-    "admin.idleTimeout": _none(_NO_ADMIN),
-    "admin.commandURL": _none(_NO_ADMIN),
-    "admin.forceHttps": _none(_NO_ADMIN),
-    "admin.portUnification": _none(_NO_ADMIN),
+    "admin.enableServer": _honoured("the AdminServer's HTTP commands (default true, as ZooKeeper; "
+                                    "a ServerConfig built in code has none)", "admin_enabled"),
+    "admin.serverAddress": _honoured("the address the AdminServer listens on (zkpy's default 127.0.0.1; "
+                                     "ZooKeeper's 0.0.0.0)", "admin_address", "str"),
+    "admin.serverPort": _honoured("the AdminServer's port (default 8080; a port in use costs a log line, "
+                                  "the server goes on without it)", "admin_port", "int"),
+    "admin.idleTimeout": _honoured("how long an idle AdminServer connection stays open, in ms",
+                                   "admin_idle_timeout_ms", "int"),
+    "admin.commandURL": _honoured("the URL prefix of the commands (default /commands)",
+                                  "admin_command_url", "str"),
+    "admin.forceHttps": _honoured("the AdminServer serves HTTPS only, with the ssl.keyStore.* key store",
+                                  "admin_force_https"),
+    "admin.portUnification": _none("zkpy's AdminServer serves HTTP, or HTTPS only with admin.forceHttps=true; "
+                                   "it does not detect TLS on one port", "false"),
     "metricsProvider.className": _none(_NO_METRICS),
     "metricsProvider.*": _none(_NO_METRICS),
 }

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from zkpy.admin.fourletter import DEFAULT_TRACE_MASK
+from zkpy.admin.http import AdminServer
 from zkpy.admin.tls import quorum_tls
 from zkpy.admin.view import Summary
 from zkpy.config import LearnerType, ServerConfig
@@ -76,6 +77,7 @@ class QuorumPeer(ServesClients):
         self.loop: asyncio.AbstractEventLoop | None = None
         self.failure: BaseException | None = None
         self.stopped = asyncio.Event()
+        self.admin = AdminServer(self)
         self.election: ElectionService | None = None
         self.term: LeaderTerm | LearnerTerm | None = None
         self._flush_scheduled = False
@@ -128,6 +130,7 @@ class QuorumPeer(ServesClients):
                                         tls=self.quorum_tls)
         await self.election.start()
         await self.clients.listen()
+        await self.admin.start()  # a port it cannot bind costs a log line, not the server
         log.info("server %d: %s", self.sid, serving_line(self.config, self.port))
         stopping = asyncio.ensure_future(stop.wait())
         try:
@@ -141,6 +144,7 @@ class QuorumPeer(ServesClients):
             self.close_clients()
             if self.election is not None:
                 await self.election.close()
+            await self.admin.close()
             await self.clients.close()
             log.info("server %d shut down", self.sid)
         if self.failure is not None:
@@ -208,6 +212,14 @@ class QuorumPeer(ServesClients):
             self.mode = "looking"
         # a term that broke off with an exception may have left its tree half-way: start from disk
         return term.carry_over() if self.failure is None and not crashed else None
+
+    @property
+    def leader_id(self) -> int:
+        """The leader of the current term (-1 while looking)."""
+        term = self.term
+        if isinstance(term, LeaderTerm):
+            return self.sid
+        return term.leader_sid if isinstance(term, LearnerTerm) else -1
 
     def quorum_metrics(self) -> list[tuple[str, object]]:
         """mntr's quorum lines (ZooKeeper 3.8 prints them on the leader): learners connected,

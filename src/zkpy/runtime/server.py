@@ -14,6 +14,7 @@ import logging
 import time
 
 from zkpy.admin.fourletter import DEFAULT_TRACE_MASK
+from zkpy.admin.http import AdminServer
 from zkpy.admin.view import Summary
 from zkpy.config import ServerConfig
 from zkpy.runtime.banner import serving_line
@@ -66,10 +67,12 @@ class ZkServer(ServesClients):
         self.loop: asyncio.AbstractEventLoop | None = None
         self.failure: BaseException | None = None
         self.stopped = asyncio.Event()
+        self.admin = AdminServer(self)
 
     # ---- what the four-letter words read (admin.view.ServerView) ----
 
     mode = "standalone"
+    leader_id = -1
 
     def quorum_metrics(self) -> list[tuple[str, object]]:
         return []
@@ -86,6 +89,7 @@ class ZkServer(ServesClients):
         elif self.recovered.txns_replayed:
             self.persistence.start_snapshot(self.core.tree)  # the next restart replays less
         await self.clients.listen()
+        await self.admin.start()  # a port it cannot bind costs a log line, not the server
         log.info("binding to port %s:%d", self.config.client_port_address, self.port)
         log.info("%s", serving_line(self.config, self.port))
         self._schedule_tick()
@@ -150,6 +154,7 @@ class ZkServer(ServesClients):
             self._ticker.cancel()
         if self._purger is not None:
             self._purger.cancel()
+        await self.admin.close()
         await self.clients.close()
         self.persistence.close()
         log.info("server shut down")

@@ -167,6 +167,7 @@ def start_zkpy(settings: Mapping[str, str | None] | None = None, ready_s: float 
     ``args`` go to ``zkpy server`` (e.g. ``--fault lose-unsynced``); the log is appended to."""
     settings = dict(settings or {})
     settings.setdefault("extendedTypesEnabled", "true")
+    settings.setdefault("admin.enableServer", "false")  # tests never contend for port 8080: pass one to enable
     workdir = workdir or tempfile.mkdtemp(prefix="zkpy-test-")
     port = port or free_port()
     cfg = _write_cfg(workdir, port, settings)
@@ -288,9 +289,11 @@ _APACHE_LOGGING = ("-Dorg.slf4j.simpleLogger.showDateTime=true",
                    "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd HH:mm:ss,SSS")
 
 
-# Netty jars that Debian's zookeeper.jar manifest leaves out but its Netty socket (TLS) needs
+# Netty jars that Debian's zookeeper.jar manifest leaves out but its Netty socket (TLS) needs,
 NETTY_EXTRA_JARS = ("/usr/share/java/netty-codec.jar", "/usr/share/java/netty-resolver.jar",
-                    "/usr/share/java/netty-transport-native-unix-common.jar")
+                    "/usr/share/java/netty-transport-native-unix-common.jar",
+                    # the Servlet API the AdminServer (Jetty) needs, which the manifest leaves out too
+                    "/usr/share/java/servlet-api.jar")
 
 
 def apache_classpath() -> str:
@@ -305,7 +308,8 @@ def apache_classpath() -> str:
 
 def start_ensemble(kinds: Sequence[str], settings: Mapping[str, str | None] | None = None,
                    ready_s: float = 60.0, *, tick_ms: int = 500, jvm_props: Mapping[str, str] | None = None,
-                   wait: bool = True, observers: Sequence[int] = ()) -> list[ServerProcess]:
+                   wait: bool = True, observers: Sequence[int] = (),
+                   member_settings: Mapping[int, Mapping[str, str | None]] | None = None) -> list[ServerProcess]:
     """One ensemble on loopback whose member ``i + 1`` is a ``kinds[i]`` server: ``"zkpy"``
     (``zkpy server zoo.cfg``, logging at DEBUG) or ``"apache"`` (ZooKeeper 3.8's ``QuorumPeerMain``).
 
@@ -313,7 +317,8 @@ def start_ensemble(kinds: Sequence[str], settings: Mapping[str, str | None] | No
     one static config (``server.N=127.0.0.1:quorum:election;127.0.0.1:client``); ``extra`` holds
     ``myid``, ``quorum_port``, ``election_port`` and ``root``. All are started before any is waited
     for; with ``wait`` the list is returned, in myid order, once every member answers ``srvr`` as a
-    leader, follower or observer. ``settings`` go to every member's zoo.cfg; ``jvm_props`` become ``-Dkey=value``
+    leader, follower or observer. ``settings`` go to every member's zoo.cfg, ``member_settings[myid]`` on top
+    to that member's alone (its ``admin.serverPort``, say); ``jvm_props`` become ``-Dkey=value``
     system properties of the Apache members. ``cleanup_ensemble`` stops them and removes the data.
     """
     if not kinds:
@@ -329,7 +334,7 @@ def start_ensemble(kinds: Sequence[str], settings: Mapping[str, str | None] | No
                for i, (client, quorum, election) in enumerate(ports)}
     return _launch_members(root, [(kind, i + 1, client) for i, (kind, (client, _, _)) in enumerate(zip(kinds, ports))],
                            members, settings, tick_ms=tick_ms, jvm_props=jvm_props, observers=observers,
-                           wait=wait, ready_s=ready_s)
+                           wait=wait, ready_s=ready_s, member_settings=member_settings)
 
 
 def _spawn_member(kind: str, root: str, myid: int, client: int, members: Mapping[str, str],
@@ -361,13 +366,15 @@ def _spawn_member(kind: str, root: str, myid: int, client: int, members: Mapping
 def _launch_members(root: str, starts: Sequence[tuple[str, int, int]], members: Mapping[str, str],
                     settings: Mapping[str, str | None] | None, *, tick_ms: int,
                     jvm_props: Mapping[str, str] | None, observers: Sequence[int], wait: bool,
-                    ready_s: float) -> list[ServerProcess]:
+                    ready_s: float, member_settings: Mapping[int, Mapping[str, str | None]] | None = None,
+                    ) -> list[ServerProcess]:
     """Start every ``(kind, myid, client port)`` before waiting for any; on any failure, kill what
     was started and remove ``root``."""
     servers: list[ServerProcess] = []
     try:
         for kind, myid, client in starts:
-            servers.append(_spawn_member(kind, root, myid, client, members, settings, tick_ms=tick_ms,
+            own = {**(settings or {}), **(member_settings or {}).get(myid, {})}
+            servers.append(_spawn_member(kind, root, myid, client, members, own, tick_ms=tick_ms,
                                          jvm_props=jvm_props, observer=myid in observers))
         if wait:
             wait_ensemble_serving(servers, ready_s)

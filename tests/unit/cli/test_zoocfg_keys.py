@@ -135,6 +135,12 @@ HONOURED_SAMPLES: dict[str, tuple[str, str, object]] = {
     "standaloneEnabled": ("false", "quorum.standalone_enabled", False),
     "quorumListenOnAllIPs": ("true", "quorum.quorum_listen_on_all_ips", True),
     "zkpy.quorumSync": ("true", "quorum.quorum_sync", True),
+    "admin.enableServer": ("false", "admin_enabled", False),
+    "admin.serverAddress": ("0.0.0.0", "admin_address", "0.0.0.0"),
+    "admin.serverPort": ("9090", "admin_port", 9090),
+    "admin.idleTimeout": ("5000", "admin_idle_timeout_ms", 5000),
+    "admin.commandURL": ("/zk", "admin_command_url", "/zk"),
+    "admin.forceHttps": ("true", "admin_force_https", True),
 }
 THREE = {"server.1": "127.0.0.1:2888:3888", "server.2": "127.0.0.1:2889:3889", "server.3": "127.0.0.1:2890:3890",
          "initLimit": "10", "syncLimit": "5"}
@@ -376,9 +382,8 @@ def fixture_props(name: str, **extra: str) -> dict[str, str]:
 
 
 ADMIN_GUIDE_WARNED = {"tcpKeepAlive", "electionPortBindRetry", "clientPortListenBacklog", "globalOutstandingLimit",
-                      "fsync.warningthresholdms", "admin.enableServer", "admin.serverAddress", "admin.serverPort",
-                      "admin.idleTimeout", "metricsProvider.className", "metricsProvider.httpPort"}
-KAZOO_WARNED = {"admin.serverPort", "serverCnxnFactory", "reconfigEnabled", "authProvider.1"}
+                      "fsync.warningthresholdms", "metricsProvider.className", "metricsProvider.httpPort"}
+KAZOO_WARNED = {"serverCnxnFactory", "reconfigEnabled", "authProvider.1"}
 
 
 def warned_keys(caplog: pytest.LogCaptureFixture) -> list[str]:

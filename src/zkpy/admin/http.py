@@ -1,0 +1,96 @@
+"""The AdminServer: ZooKeeper 3.8's HTTP commands (``admin.*`` keys) with aiohttp, on the server's loop.
+
+``GET <commandURL>`` lists the commands as links (as Jetty's CommandServlet does);
+``GET <commandURL>/<name>`` answers the command's JSON (``commands.run_command``), always with
+status 200, an unknown name included (``{"command": name, "error": "Unknown command: name"}``);
+query parameters are the command's arguments (``set_trace_mask?traceMask=N``). Anything else is 404.
+
+The server is bound to ``admin.serverAddress`` (zkpy's default: 127.0.0.1, where ZooKeeper
+binds every address) and ``admin.serverPort``; with ``admin.forceHttps=true`` it serves HTTPS
+only, with the client port's ``ssl.*`` key store. A port that cannot be bound costs one log line:
+the server goes on serving clients without it, as ZooKeeper does.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import ssl
+
+from aiohttp import web
+
+from .commands import PRIMARY_NAMES, run_command
+from .tls import TlsConfigError, server_context
+from .view import ServerView
+
+log = logging.getLogger("zkpy.admin")
+
+
+def _json(fields: dict[str, object]) -> web.Response:
+    return web.Response(text=json.dumps(fields, indent=2), content_type="application/json")
+
+
+def make_app(server: ServerView) -> web.Application:
+    """The aiohttp application answering ``server``'s commands under its ``admin.commandURL``."""
+    base = "/" + server.config.admin_command_url.strip("/")
+    base = "" if base == "/" else base
+
+    async def listing(request: web.Request) -> web.Response:
+        links = "".join(f'<a href="{base}/{name}">{name}</a>\n<br/>\n' for name in PRIMARY_NAMES)
+        return web.Response(text=links, content_type="text/html")
+
+    async def command(request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        return _json(run_command(name, server, dict(request.query)))
+
+    app = web.Application()
+    app.router.add_get(base or "/", listing)
+    if base:
+        app.router.add_get(base + "/", listing)
+    app.router.add_get(base + "/{name}", command)
+    return app
+
+
+class AdminServer:
+    """Started after the client port listens, stopped at shutdown, by both runtimes."""
+
+    def __init__(self, server: ServerView) -> None:
+        self.server = server
+        self.runner: web.AppRunner | None = None
+        self.port: int | None = None  # the bound port once started
+
+    async def start(self) -> None:
+        cfg = self.server.config
+        if not cfg.admin_enabled:
+            return
+        context: ssl.SSLContext | None = None
+        if cfg.admin_force_https:
+            if cfg.tls is None:
+                log.error("admin.forceHttps=true needs the ssl.keyStore.* keys: AdminServer not started")
+                return
+            try:
+                context = server_context(cfg.tls)
+            except TlsConfigError as exc:
+                log.error("AdminServer not started: %s", exc)
+                return
+            context.verify_mode = ssl.CERT_NONE  # the admin port asks for no client certificate
+        runner = web.AppRunner(make_app(self.server), handle_signals=False, access_log=None,
+                               keepalive_timeout=cfg.admin_idle_timeout_ms / 1000)
+        await runner.setup()
+        site = web.TCPSite(runner, cfg.admin_address, cfg.admin_port, ssl_context=context, reuse_address=True)
+        try:
+            await site.start()
+        except OSError as exc:
+            log.error("AdminServer cannot listen on %s:%d (%s): serving without it", cfg.admin_address,
+                      cfg.admin_port, exc.strerror or exc)
+            await runner.cleanup()
+            return
+        self.runner = runner
+        self.port = cfg.admin_port
+        log.info("AdminServer on %s://%s:%d%s", "https" if context else "http", cfg.admin_address, self.port,
+                 cfg.admin_command_url)
+
+    async def close(self) -> None:
+        if self.runner is not None:
+            await self.runner.cleanup()
+            self.runner = None
