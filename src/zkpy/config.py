@@ -198,6 +198,11 @@ class ServerConfig:
     admin_idle_timeout_ms: int = 30000  # admin.idleTimeout
     admin_force_https: bool = False  # admin.forceHttps: HTTPS only, with the ssl.* key store
     initial_configuration: str = ""  # the zoo.cfg as read (key=value lines), for initial_configuration
+    # metrics (issue 12): metricsProvider.className naming ZooKeeper's PrometheusMetricsProvider
+    metrics_prometheus: bool = False  # serve /metrics (ZooKeeper's default provider serves nothing)
+    metrics_http_host: str = "127.0.0.1"  # metricsProvider.httpHost (ZooKeeper: 0.0.0.0; zkpy: loopback)
+    metrics_http_port: int = 7000  # metricsProvider.httpPort
+    metrics_export_jvm_info: bool = True  # metricsProvider.exportJvmInfo: here the process and platform metrics
 
     @property
     def min_session_timeout(self) -> int:

@@ -56,6 +56,8 @@ _INT_KEYS = _generic("int", quorum=False)
 _STR_KEYS = _generic("str", quorum=False)
 _QUORUM_INT_KEYS = _generic("int", quorum=True)
 _QUORUM_BOOL_KEYS = _generic("bool", quorum=True)
+PROMETHEUS_PROVIDER = "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider"
+DEFAULT_METRICS_PROVIDER = "org.apache.zookeeper.metrics.impl.DefaultMetricsProvider"
 _FOUR_LETTER = {"ruok", "srvr", "stat", "mntr", "conf", "cons", "crst", "srst", "envi", "wchs", "wchc",
                 "wchp", "dump", "dirs", "isro", "gtmk", "stmk", "*"}
 
@@ -192,6 +194,13 @@ def config_from_properties(props: dict[str, str], source: str, read_myid: MyidRe
             values["extended_types"] = _bool(source, key, value)
         elif key in ("admin.enableServer", "admin.forceHttps"):
             values["admin_enabled" if key == "admin.enableServer" else "admin_force_https"] = _bool(source, key, value)
+        elif key == "metricsProvider.className":
+            if value not in (PROMETHEUS_PROVIDER, DEFAULT_METRICS_PROVIDER):
+                raise ConfigError(f"{source}: metricsProvider.className={value}: zkpy provides "
+                                  f"{PROMETHEUS_PROVIDER} (or {DEFAULT_METRICS_PROVIDER}, no metrics)")
+            values["metrics_prometheus"] = value == PROMETHEUS_PROVIDER
+        elif key == "metricsProvider.exportJvmInfo":
+            values["metrics_export_jvm_info"] = _bool(source, key, value)
         elif key == "DigestAuthenticationProvider.superDigest":
             if not value:
                 raise ConfigError(f"{source}: {key} is empty")

@@ -79,7 +79,7 @@ def refuses(rule: KeyRule, value: str) -> bool:
     return v in rule.when if rule.when is not None else v not in rule.same
 
 
-_NO_METRICS = "zkpy has no metrics provider yet; the mntr four-letter word serves the figures"
+_NO_METRICS = "a tuning knob of ZooKeeper's Prometheus provider (its worker threads and queue)"
 _JVM = "a setting of the JVM or of ZooKeeper's Java internals; zkpy runs one asyncio event loop"
 _NO_THROTTLE = "zkpy does not rate-limit new connections"
 _REQ_THROTTLE = "zkpy bounds outstanding requests per connection instead of a global request throttle"
@@ -280,7 +280,15 @@ KEYS: dict[str, KeyRule] = {
                                   "admin_force_https"),
     "admin.portUnification": _none("zkpy's AdminServer serves HTTP, or HTTPS only with admin.forceHttps=true; "
                                    "it does not detect TLS on one port", "false"),
-    "metricsProvider.className": _none(_NO_METRICS),
+    "metricsProvider.className": _honoured(
+        "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider serves ZooKeeper's metrics for "
+        "Prometheus at http://httpHost:httpPort/metrics; ...impl.DefaultMetricsProvider (the default) serves "
+        "none; any other class is refused", "metrics_prometheus"),
+    "metricsProvider.httpHost": _honoured("the address /metrics listens on (zkpy's default 127.0.0.1; "
+                                          "ZooKeeper's 0.0.0.0)", "metrics_http_host", "str"),
+    "metricsProvider.httpPort": _honoured("the port /metrics listens on (default 7000)", "metrics_http_port", "int"),
+    "metricsProvider.exportJvmInfo": _honoured("process and platform metrics (prometheus_client's collectors) "
+                                               "in place of the JVM's (default true)", "metrics_export_jvm_info"),
     "metricsProvider.*": _none(_NO_METRICS),
 }
 """zoo.cfg key (``N``: a number, ``*``: anything) -> what zkpy does with it."""

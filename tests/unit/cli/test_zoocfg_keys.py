@@ -94,7 +94,7 @@ def test_the_table_and_security_keys_agree_on_who_reads_what() -> None:
 def test_rows_match_their_zoo_cfg_spellings() -> None:
     assert rule_for("server.12") == ("server.N", ALL_KEYS["server.N"])
     assert rule_for("group.a") == ("group.N", ALL_KEYS["group.N"])
-    assert rule_for("metricsProvider.exportJvmInfo") == ("metricsProvider.*", ALL_KEYS["metricsProvider.*"])
+    assert rule_for("metricsProvider.numWorkerThreads") == ("metricsProvider.*", ALL_KEYS["metricsProvider.*"])
     # a property the guide names zookeeper.X is the zoo.cfg line X
     found = rule_for("nio.numSelectorThreads")
     assert found is not None and found[0] == "zookeeper.nio.numSelectorThreads"
@@ -141,6 +141,11 @@ HONOURED_SAMPLES: dict[str, tuple[str, str, object]] = {
     "admin.idleTimeout": ("5000", "admin_idle_timeout_ms", 5000),
     "admin.commandURL": ("/zk", "admin_command_url", "/zk"),
     "admin.forceHttps": ("true", "admin_force_https", True),
+    "metricsProvider.className": ("org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider",
+                                  "metrics_prometheus", True),
+    "metricsProvider.httpHost": ("0.0.0.0", "metrics_http_host", "0.0.0.0"),
+    "metricsProvider.httpPort": ("7001", "metrics_http_port", 7001),
+    "metricsProvider.exportJvmInfo": ("false", "metrics_export_jvm_info", False),
 }
 THREE = {"server.1": "127.0.0.1:2888:3888", "server.2": "127.0.0.1:2889:3889", "server.3": "127.0.0.1:2890:3890",
          "initLimit": "10", "syncLimit": "5"}
@@ -382,7 +387,7 @@ def fixture_props(name: str, **extra: str) -> dict[str, str]:
 
 
 ADMIN_GUIDE_WARNED = {"tcpKeepAlive", "electionPortBindRetry", "clientPortListenBacklog", "globalOutstandingLimit",
-                      "fsync.warningthresholdms", "metricsProvider.className", "metricsProvider.httpPort"}
+                      "fsync.warningthresholdms"}
 KAZOO_WARNED = {"serverCnxnFactory", "reconfigEnabled", "authProvider.1"}
 
 
@@ -445,3 +450,13 @@ def test_a_proposed_next_dynamic_file_gets_one_warning(tmp_path: Path, caplog: p
         load_zoo_cfg(str(cfg), myid("1"))
     [line] = warned(caplog)
     assert "zoo.cfg.dynamic.next has no effect in zkpy" in line and "reconfig" in line
+
+
+def test_metrics_provider_classes() -> None:
+    """ZooKeeper's default provider serves nothing; a class zkpy does not provide is refused."""
+    base = {"dataDir": "/data", "clientPort": "2181"}
+    default = config_from_properties({**base, "metricsProvider.className":
+                                      "org.apache.zookeeper.metrics.impl.DefaultMetricsProvider"}, "zoo.cfg")
+    assert not default.metrics_prometheus and not config_from_properties(base, "zoo.cfg").metrics_prometheus
+    with pytest.raises(ConfigError, match="metricsProvider.className"):
+        config_from_properties({**base, "metricsProvider.className": "com.example.Other"}, "zoo.cfg")
