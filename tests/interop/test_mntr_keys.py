@@ -9,11 +9,19 @@ import re
 from collections.abc import Sequence
 
 import pytest
-
 from tests.conftest import require_apache
+
 from zkpy.admin.fourletter import MNTR_EXCLUDED, MNTR_EXCLUDED_PATTERNS
-from zkpy.testing.servers import (ServerProcess, cleanup_ensemble, ensemble_leader, four_letter, start_apache,
-                                  start_ensemble, start_zkpy, wait_ensemble_serving)
+from zkpy.testing.servers import (
+    ServerProcess,
+    cleanup_ensemble,
+    ensemble_leader,
+    four_letter,
+    start_apache,
+    start_ensemble,
+    start_zkpy,
+    wait_ensemble_serving,
+)
 
 ALL_WORDS = {"4lw.commands.whitelist": "*"}
 _SUMMARY_PART = re.compile(r"^(avg|min|max|cnt|sum|p50|p95|p99|p999)_")

@@ -29,6 +29,7 @@ from typing import Any
 
 from zkpy.admin.fourletter import DEFAULT_TRACE_MASK
 from zkpy.admin.http import AdminServer
+from zkpy.admin.prometheus import MetricsEndpoint
 from zkpy.admin.tls import quorum_tls
 from zkpy.admin.view import Summary
 from zkpy.config import LearnerType, ServerConfig
@@ -78,6 +79,7 @@ class QuorumPeer(ServesClients):
         self.failure: BaseException | None = None
         self.stopped = asyncio.Event()
         self.admin = AdminServer(self)
+        self.metrics_endpoint = MetricsEndpoint(self)  # metricsProvider.*: /metrics on this loop
         self.election: ElectionService | None = None
         self.term: LeaderTerm | LearnerTerm | None = None
         self._flush_scheduled = False
@@ -131,6 +133,7 @@ class QuorumPeer(ServesClients):
         await self.election.start()
         await self.clients.listen()
         await self.admin.start()  # a port it cannot bind costs a log line, not the server
+        await self.metrics_endpoint.start()  # likewise
         log.info("server %d: %s", self.sid, serving_line(self.config, self.port))
         stopping = asyncio.ensure_future(stop.wait())
         try:
@@ -145,6 +148,7 @@ class QuorumPeer(ServesClients):
             if self.election is not None:
                 await self.election.close()
             await self.admin.close()
+            await self.metrics_endpoint.close()
             await self.clients.close()
             log.info("server %d shut down", self.sid)
         if self.failure is not None:

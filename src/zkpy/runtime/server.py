@@ -15,6 +15,7 @@ import time
 
 from zkpy.admin.fourletter import DEFAULT_TRACE_MASK
 from zkpy.admin.http import AdminServer
+from zkpy.admin.prometheus import MetricsEndpoint
 from zkpy.admin.view import Summary
 from zkpy.config import ServerConfig
 from zkpy.runtime.banner import serving_line
@@ -68,6 +69,7 @@ class ZkServer(ServesClients):
         self.failure: BaseException | None = None
         self.stopped = asyncio.Event()
         self.admin = AdminServer(self)
+        self.metrics_endpoint = MetricsEndpoint(self)  # metricsProvider.*: /metrics on this loop
 
     # ---- what the four-letter words read (admin.view.ServerView) ----
 
@@ -90,6 +92,7 @@ class ZkServer(ServesClients):
             self.persistence.start_snapshot(self.core.tree)  # the next restart replays less
         await self.clients.listen()
         await self.admin.start()  # a port it cannot bind costs a log line, not the server
+        await self.metrics_endpoint.start()  # likewise
         log.info("binding to port %s:%d", self.config.client_port_address, self.port)
         log.info("%s", serving_line(self.config, self.port))
         self._schedule_tick()
@@ -155,6 +158,7 @@ class ZkServer(ServesClients):
         if self._purger is not None:
             self._purger.cancel()
         await self.admin.close()
+        await self.metrics_endpoint.close()
         await self.clients.close()
         self.persistence.close()
         log.info("server shut down")

@@ -1,0 +1,145 @@
+"""The Prometheus endpoint (ZooKeeper's PrometheusMetricsProvider): ``GET /metrics`` on
+``metricsProvider.httpHost:httpPort``, in the text format ``prometheus_client`` writes.
+
+Every ZooKeeper figure comes from ``fourletter.mntr_values``, read at scrape time, so the scrape
+and ``mntr`` agree by construction; nothing is recorded for Prometheus on the request path.
+Names and types are ZooKeeper's: mntr's plain numbers are gauges (``znode_count``,
+``avg_latency``, ...), ServerMetrics' counters are counters (written ``<name>_total``, as every
+current Prometheus client writes counters; ZooKeeper 3.8's simpleclient 0.9 wrote ``<name>``),
+its summaries are summaries (``<name>_count``, ``<name>_sum``, and for those with quantiles the
+``quantile="0.5"``, ``"0.9"``, ``"0.99"`` samples ZooKeeper's provider gives). With
+``metricsProvider.exportJvmInfo`` (default true) the process and platform collectors of
+``prometheus_client`` stand in for the JVM's.
+
+It is served by aiohttp on the server's own event loop, not by ``start_http_server``'s thread:
+the figures live in structures that the loop mutates (the tree, the connections, the
+sessions), and reading them from another thread would race. A scrape costs the loop a few
+milliseconds of formatting, every 15 seconds or so.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric, SummaryMetricFamily
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from zkpy.server.metrics import BASIC, COUNTERS, DETAILED, ServerMetrics
+
+from .fourletter import mntr_values
+from .view import ServerView
+
+log = logging.getLogger("zkpy.metrics")
+
+PROMETHEUS_QUANTILES = (0.5, 0.9, 0.99)  # ZooKeeper's PrometheusMetricsProvider's quantiles
+_SUMMARIES = frozenset(DETAILED) | frozenset(BASIC) | {"fsynctime", "sync_processor_batch_size"}
+_PARTS = ("avg_", "min_", "max_", "cnt_", "sum_", "p50_", "p95_", "p99_", "p999_")
+_COUNTERS = frozenset(COUNTERS)
+
+
+def _summary_of(key: str) -> str | None:
+    for part in _PARTS:
+        if key.startswith(part) and key[len(part):] in _SUMMARIES:
+            return key[len(part):]
+    return None
+
+
+class ZooKeeperCollector(Collector):
+    """ZooKeeper's metrics of one server, read from ``mntr_values`` when scraped."""
+
+    def __init__(self, server: ServerView) -> None:
+        self.server = server
+
+    def collect(self) -> Iterator[Metric]:
+        server = self.server
+        core = server.core
+        if core is None:  # an ensemble member between terms: ZooKeeper has no ZooKeeperServer to read
+            return
+        metrics: ServerMetrics = core.metrics
+        lines = mntr_values(server)
+        summaries: dict[str, dict[str, float]] = {}
+        for key, value in lines:
+            name = _summary_of(key)
+            if name is not None:
+                part = key[:key.index("_")]
+                if part in ("cnt", "sum"):
+                    summaries.setdefault(name, {})[part] = float(str(value))
+                continue
+            try:
+                number = float(str(value))
+            except ValueError:  # version, server_state, peer_state
+                continue
+            if key in _COUNTERS:
+                yield CounterMetricFamily(key, f"ZooKeeper counter {key}", value=number)
+            else:
+                yield GaugeMetricFamily(key, f"ZooKeeper gauge {key}", value=number)
+        for name, figures in summaries.items():
+            family = SummaryMetricFamily(name, f"ZooKeeper summary {name}", count_value=int(figures.get("cnt", 0)),
+                                         sum_value=figures.get("sum", 0.0))
+            summary = metrics.summaries.get(name)
+            if summary is not None and summary.detailed:
+                for q in PROMETHEUS_QUANTILES:
+                    family.add_sample(name, {"quantile": str(q)}, summary.quantile(q))
+            yield family
+
+
+def registry_for(server: ServerView) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ZooKeeperCollector(server))
+    if server.config.metrics_export_jvm_info:  # the process in place of the JVM
+        ProcessCollector(registry=registry)
+        PlatformCollector(registry=registry)
+        GCCollector(registry=registry)
+    return registry
+
+
+def scrape(server: ServerView, registry: CollectorRegistry | None = None) -> str:
+    """The text a scrape of ``/metrics`` gets."""
+    return generate_latest(registry or registry_for(server)).decode("utf-8")
+
+
+class MetricsEndpoint:
+    """``/metrics`` on the server's loop, while ``metricsProvider.className`` names the Prometheus provider."""
+
+    def __init__(self, server: ServerView) -> None:
+        self.server = server
+        self.runner: web.AppRunner | None = None
+        self.port: int | None = None
+
+    async def start(self) -> None:
+        cfg = self.server.config
+        if not cfg.metrics_prometheus:
+            return
+        registry = registry_for(self.server)
+
+        async def metrics(request: web.Request) -> web.Response:
+            body = generate_latest(registry)
+            return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+        app = web.Application()
+        app.router.add_get("/metrics", metrics)
+        app.router.add_get("/", metrics)  # ZooKeeper's provider answers on any path
+        runner = web.AppRunner(app, handle_signals=False, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, cfg.metrics_http_host, cfg.metrics_http_port, reuse_address=True)
+        try:
+            await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            log.error("cannot serve Prometheus metrics on %s:%d: %s", cfg.metrics_http_host,
+                      cfg.metrics_http_port, exc.strerror or exc)
+            return
+        self.runner = runner
+        self.port = cfg.metrics_http_port
+        log.info("Prometheus metrics on http://%s:%d/metrics", cfg.metrics_http_host, cfg.metrics_http_port)
+
+    async def close(self) -> None:
+        if self.runner is not None:
+            await self.runner.cleanup()
+            self.runner = None

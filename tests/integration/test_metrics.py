@@ -1,0 +1,158 @@
+"""The Prometheus endpoint (metricsProvider.*): a scrape parses with prometheus_client's parser,
+its counters and summaries move with writes, new connections and elections, and its figures
+are mntr's."""
+
+from __future__ import annotations
+
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+from kazoo.client import KazooClient
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
+
+from zkpy.testing.servers import (
+    ServerProcess,
+    cleanup_ensemble,
+    ensemble_leader,
+    four_letter,
+    free_ports,
+    start_ensemble,
+    start_zkpy,
+)
+
+PROVIDER = "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider"
+
+
+def documented_block(port: int) -> dict[str, str | None]:
+    """The metricsProvider block of ZooKeeper's Administrator's Guide (its port a free one)."""
+    return {"metricsProvider.className": PROVIDER, "metricsProvider.httpHost": "127.0.0.1",
+            "metricsProvider.httpPort": str(port), "metricsProvider.exportJvmInfo": "true",
+            "4lw.commands.whitelist": "*"}
+
+
+class Scrape:
+    def __init__(self, port: int) -> None:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+            assert reply.status == 200
+            assert reply.headers["Content-Type"].startswith("text/plain")
+            self.text = reply.read().decode("utf-8")
+        self.families = {f.name: f for f in text_string_to_metric_families(self.text)}
+
+    def type(self, name: str) -> str:
+        return self.families[name].type
+
+    def samples(self, name: str) -> list[Sample]:
+        return self.families[name].samples
+
+    def value(self, name: str, sample: str | None = None, **labels: str) -> float:
+        wanted = sample or name
+        for s in self.samples(name):
+            if s.name == wanted and s.labels == labels:
+                return float(s.value)
+        raise KeyError(f"{wanted} {labels}")
+
+    def counter(self, name: str) -> float:
+        return self.value(name, f"{name}_total")
+
+    def count(self, name: str) -> float:
+        return self.value(name, f"{name}_count")
+
+
+def mntr(port: int) -> dict[str, str]:
+    return dict(line.split("\t", 1) for line in four_letter(port, "mntr").splitlines() if line)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[tuple[ServerProcess, int]]:
+    (metrics_port,) = free_ports(1)
+    s = start_zkpy(documented_block(metrics_port))
+    yield s, metrics_port
+    s.cleanup()
+
+
+def test_the_documented_block_opens_the_endpoint_and_it_parses(server: tuple[ServerProcess, int]) -> None:
+    _, port = server
+    scrape = Scrape(port)
+    assert scrape.type("znode_count") == "gauge"
+    assert scrape.type("approximate_data_size") == "gauge"
+    assert scrape.type("avg_latency") == "gauge"
+    assert scrape.type("proposal_count") == "counter"
+    assert scrape.type("connection_request_count") == "counter"
+    for name in ("readlatency", "updatelatency", "fsynctime", "snapshottime", "election_time",
+                 "propagation_latency", "commit_propagation_latency"):
+        assert scrape.type(name) == "summary", name
+    quantiles = {s.labels.get("quantile") for s in scrape.samples("readlatency")} - {None}
+    assert quantiles == {"0.5", "0.9", "0.99"}
+    assert scrape.type("process_cpu_seconds") == "counter"  # the process in place of the JVM
+    assert "python_info" in scrape.families
+
+
+def test_writes_and_connections_move_the_figures(server: tuple[ServerProcess, int]) -> None:
+    s, port = server
+    before = Scrape(port)
+    client = KazooClient(hosts=s.hosts)
+    client.start()
+    try:
+        for i in range(5):
+            client.create(f"/metrics-{i}", b"12345")
+        client.get("/metrics-0")
+    finally:
+        client.stop()
+        client.close()
+    after = Scrape(port)
+    assert after.count("updatelatency") >= before.count("updatelatency") + 5
+    assert after.count("readlatency") > before.count("readlatency")
+    assert after.count("fsynctime") > before.count("fsynctime")
+    assert after.counter("connection_request_count") == before.counter("connection_request_count") + 1
+    assert after.counter("bytes_received_count") > before.counter("bytes_received_count")
+    assert after.value("znode_count") == before.value("znode_count") + 5
+    assert after.value("approximate_data_size") == before.value("approximate_data_size") + 5 * (len("/metrics-0") + 5)
+
+
+def test_mntr_and_the_scrape_agree(server: tuple[ServerProcess, int]) -> None:
+    s, port = server
+    figures = mntr(s.port)
+    scrape = Scrape(port)  # nothing writes between the two
+    for key in ("znode_count", "approximate_data_size", "ephemerals_count", "watch_count", "global_sessions",
+                "max_latency", "min_latency"):
+        assert scrape.value(key) == float(figures[f"zk_{key}"]), key
+    for name in ("updatelatency", "readlatency", "fsynctime", "dbinittime"):
+        assert scrape.count(name) == float(figures[f"zk_cnt_{name}"]), name
+        assert scrape.value(name, f"{name}_sum") == float(figures[f"zk_sum_{name}"]), name
+    for name in ("connection_request_count", "proposal_count", "stale_sessions_expired"):
+        assert scrape.counter(name) == float(figures[f"zk_{name}"]), name
+
+
+def test_no_endpoint_without_the_provider() -> None:
+    (metrics_port,) = free_ports(1)
+    s = start_zkpy({"metricsProvider.httpPort": str(metrics_port)})  # the port alone: ZooKeeper's default provider
+    try:
+        with pytest.raises(OSError):
+            urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5)
+    finally:
+        s.cleanup()
+
+
+@pytest.mark.timeout(240)
+def test_an_election_moves_the_election_figures() -> None:
+    ports = free_ports(3)
+    servers = start_ensemble(["zkpy"] * 3, {"metricsProvider.className": PROVIDER},
+                             member_settings={i + 1: {"metricsProvider.httpPort": str(p)} for i, p in enumerate(ports)})
+    try:
+        by_port = dict(zip([s.port for s in servers], ports, strict=True))
+        leader = ensemble_leader(servers)
+        first = Scrape(by_port[leader.port])
+        assert first.count("election_time") >= 1
+        assert first.counter("looking_count") >= 1
+        assert first.value("quorum_size") == 3
+        assert first.value("learners") == 2
+        leader.stop()
+        rest = [s for s in servers if s is not leader]
+        new_leader = ensemble_leader(rest)
+        again = Scrape(by_port[new_leader.port])
+        assert again.count("election_time") >= 2  # its first election, and this one
+        assert again.counter("looking_count") >= 2
+    finally:
+        cleanup_ensemble(servers)
