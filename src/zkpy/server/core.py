@@ -48,8 +48,8 @@ from zkpy.server.handshake import (
     read_sasl_token,
     sasl_response,
 )
-from zkpy.server.outputs import Output, Propose, ServerOutput
 from zkpy.server.metrics import ServerMetrics
+from zkpy.server.outputs import Output, Propose, ServerOutput
 from zkpy.server.prep import WRITE_OPS, Prep
 from zkpy.server.reads import event_payload, run_read
 from zkpy.server.sasl import NoSaslServer, SaslError
