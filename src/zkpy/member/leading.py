@@ -25,12 +25,14 @@ from zkpy.server.outputs import CheckQuorum, Propose, ServerOutput
 from zkpy.storage.epochs import ACCEPTED_EPOCH, CURRENT_EPOCH
 from zkpy.storage.snapshot import snapshot_stream
 from zkpy.storage.txnlog import encode_payload
-from zkpy.wire.quorum import QuorumPacketReader
+from zkpy.wire.quorum import PacketType, QuorumPacketReader
 from zkpy.wire.txn import TxnHeader
 
 from .effects import AppendLog, Applied, PacketIn, Proposed, Serving, WriteEpoch
 from .history import History
 from .term import Log, TermCore
+
+_SYNC_MODES = (PacketType.DIFF, PacketType.TRUNC, PacketType.SNAP)
 
 
 class LeadingCore(TermCore):
@@ -160,6 +162,8 @@ class LeadingCore(TermCore):
                         data = encoded[id(a.packet)] = a.packet.to_bytes()
                     if a.snapshot:
                         data += snapshot_stream(self.tree)
+                    if a.packet.type in _SYNC_MODES:
+                        self._log_sync_mode(a.cid, a.packet)
                     self._send(a.cid, a.packet, data, a.snapshot)
                 elif isinstance(a, zl.Commit):
                     self._commit(a.count)
@@ -194,6 +198,13 @@ class LeadingCore(TermCore):
                 else:
                     raise AssertionError(f"the leader core emitted {a!r}, which the member does not know")
         return True
+
+    def _log_sync_mode(self, cid: int, packet: Any) -> None:
+        """One line per learner sync: the mode chosen (DIFF, TRUNC or SNAP) and from where."""
+        h = self.zab.learners.get(cid)
+        who = f"server {h.sid}" if h is not None and h.sid >= 0 else f"learner connection {cid}"
+        had = f"0x{h.last_zxid:x}" if h is not None else "?"
+        self.log(f"syncing {who} (at zxid {had}) with {PacketType(packet.type).name} to 0x{packet.zxid:x}")
 
     def _commit(self, count: int) -> None:
         server = self.server

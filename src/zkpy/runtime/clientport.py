@@ -104,6 +104,8 @@ class ClientProtocol(asyncio.Protocol):
         core.set_time(now_ms(), wall_ms())
         self.conn = core.open(next(port.conn_ids), ip, remote_port)
         port.protocols[self.conn.conn_id] = self
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("connection %d from %s:%d accepted", self.conn.conn_id, ip, remote_port)
 
     def data_received(self, data: bytes) -> None:
         if self.first_bytes:
@@ -126,6 +128,10 @@ class ClientProtocol(asyncio.Protocol):
             return
         core.set_time(now_ms(), wall_ms())
         word = core.receive(conn, data)
+        if log.isEnabledFor(logging.DEBUG):  # the request path, cheaply: one line per read
+            log.debug("connection %d (session 0x%x) from %s:%d: %d bytes in, %d requests outstanding, last op %s, "
+                      "cxid %d", conn.conn_id, conn.session_id, conn.ip, conn.port, len(data), conn.outstanding,
+                      conn.last_op, conn.last_cxid)
         if word is not None:
             assert self.transport is not None
             self._send(answer_four_letter_word(word, self.port.view, conn).encode("utf-8"))
@@ -241,6 +247,12 @@ class ClientProtocol(asyncio.Protocol):
         else:
             port.per_ip.pop(conn.ip, None)
         port.protocols.pop(conn.conn_id, None)
+        if exc is not None:  # dropped under us (reset, timeout), not closed by either side in order
+            port.log_peer(log.info, "dropped", conn.ip, f"connection {conn.conn_id} (session 0x{conn.session_id:x}) "
+                          f"from {conn.ip}:{conn.port} dropped: {exc}")
+        elif log.isEnabledFor(logging.DEBUG):
+            log.debug("connection %d (session 0x%x) from %s:%d closed", conn.conn_id, conn.session_id, conn.ip,
+                      conn.port)
         if self.core is not None:
             self.core.disconnected(conn)
         port.on_input()

@@ -240,6 +240,8 @@ class ElectionService:
         for send in ready.sends:
             payload = encode_notification(send.notification)
             targets = [send.to] if send.to is not None else sorted(self._election.voters - {self.sid})
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("%d sends %s to %s", self.sid, send.notification, targets)
             for sid in targets:
                 self._to_send(sid, payload)
         decision = ready.decision
@@ -428,6 +430,8 @@ class ElectionService:
                     self._log_peer(log.warning, "malformed notification", peer.sid,
                                    f"{self.sid} drops a malformed notification from {peer.sid}: {exc}")
                     continue
+                if log.isEnabledFor(logging.DEBUG):
+                    log.debug("%d got a notification from %d: %s", self.sid, peer.sid, n)
                 self._receive(peer.sid, n)
         except ProtocolError as exc:
             reason = str(exc)
