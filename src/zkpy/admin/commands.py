@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from zkpy.config import LearnerType
+from zkpy.config import LearnerType, QuorumServer
 from zkpy.server.connection import Connection
 from zkpy.server.core import ServerCore
 
@@ -130,6 +130,7 @@ def _server_stats(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
             "non_mtlsremote_conn_count": 0, "non_mtlslocal_conn_count": 0,
         },
         "client_response": dict(buffers),
+        **({"proposal_stats": dict(buffers)} if server.mode == "leader" else {}),
         "node_count": flw._znode_count(core),
     }
 
@@ -270,11 +271,26 @@ def _voting_view(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
     quorum = server.config.quorum
     if server.mode == "standalone" or quorum is None:
         return {"current_config": {}}
-    view = {}
-    for s in quorum.participants:
-        client = f";{s.client_host or '0.0.0.0'}:{s.client_port}" if s.client_port is not None else ""
-        view[str(int(s.sid))] = f"{s.host}:{s.peer_port}:{s.election_port}:participant{client}"
-    return {"current_config": view}
+    return {"current_config": {str(int(s.sid)): {
+        "server_addresses": [_address(s.host, s.peer_port)],
+        "election_addresses": [_address(s.host, s.election_port)],
+        "client_address": _client_address(s), "learner_type": s.role.value} for s in quorum.participants}}
+
+
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _client_address(s: QuorumServer) -> str:
+    return _address(s.client_host or "0.0.0.0", s.client_port) if s.client_port is not None else ""
+
+
+def _multiple_addresses(host: str, port: int) -> Fields:
+    """A ``MultipleAddresses`` as 3.8's Jackson writes it (one address: every view is that one)."""
+    one = _address(host, port)
+    return {"empty": False, "all_addresses": [one], "all_reachable_addresses": [one], "one": one,
+            "reachable_address": one, "wildcard_addresses": [f"0.0.0.0:{port}"], "all_ports": [port],
+            "all_host_strings": [host], "all_reachable_addresses_or_all": [one], "reachable_or_one": one}
 
 
 def _watches(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
@@ -303,14 +319,21 @@ def _zabstate(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
     if server.mode == "standalone" or quorum is None:
         return {"voting": False, "zabstate": ""}
     me = quorum.me
-    voting = me is not None and me.role is LearnerType.PARTICIPANT
     if server.mode == "looking":
         state = "election"
     elif server.core is None:
         state = "synchronization"
     else:
         state = "broadcast"
-    return {"voting": voting, "zabstate": state}
+    zxid = server.core.tree.last_processed_zxid if server.core is not None else 0
+    fields: Fields = {"myid": server.config.server_id, "is_leader": server.mode == "leader"}
+    if me is not None:
+        fields.update({"quorum_address": _multiple_addresses(me.host, me.peer_port),
+                       "election_address": _multiple_addresses(me.host, me.election_port),
+                       "client_address": _client_address(me)})
+    fields.update({"voting": me is not None and me.role is LearnerType.PARTICIPANT, "last_zxid": f"0x{zxid:x}",
+                   "zab_epoch": zxid >> 32, "zab_counter": zxid & 0xFFFFFFFF, "zabstate": state})
+    return fields
 
 
 COMMANDS: tuple[Command, ...] = (

@@ -178,6 +178,9 @@ def render_zoo_cfg(ensemble: Ensemble, member: Member, root: str) -> str:
         f"dataDir={os.path.join(root, member.data_dir)}",
         f"clientPort={member.client_port}",
         "4lw.commands.whitelist=*",
+        # every member on one host would ask for the AdminServer's port 8080: off here; the
+        # four-letter words answer, and a member started by hand with admin.serverPort serves HTTP
+        "admin.enableServer=false",
     ]
     if member.role == OBSERVER:
         lines.append("peerType=observer")
