@@ -177,3 +177,38 @@ def test_serving_line_names_absolute_data_dir_and_port(tmp_path: Path) -> None:
         proc.terminate()
         proc.communicate(timeout=30)
     assert proc.returncode == 0
+
+
+_LATER_EROFS = r'''
+import subprocess, sys
+from zkpy.testing.rawclient import RawClient
+data, port = sys.argv[1], int(sys.argv[2])
+subprocess.run(["mount", "--bind", data, data], check=True)
+proc = subprocess.Popen([sys.executable, "-m", "zkpy.cli.main", "server", "--address", "127.0.0.1", "--port",
+                         str(port), "--data-dir", data], stderr=subprocess.PIPE, text=True)
+assert proc.stderr is not None
+for line in proc.stderr:
+    if "serving:" in line:
+        break
+subprocess.run(["mount", "-o", "remount,bind,ro", data, data], check=True)
+try:
+    RawClient("127.0.0.1", port).close()  # its session's txn cannot be logged
+except OSError:
+    pass
+rest = proc.stderr.read().strip().splitlines()
+print(proc.wait())
+print(rest[-1] if rest else "")
+'''
+
+
+def test_data_dir_turning_read_only_later_names_path_and_errno(tmp_path: Path) -> None:
+    """The file system goes read-only under a serving server: it stops (exit 3) naming the file and EROFS."""
+    data = tmp_path / "data"
+    data.mkdir()
+    _read_only_prefix(data)  # skips where mount namespaces are not allowed
+    result = subprocess.run(["unshare", "-m", sys.executable, "-c", _LATER_EROFS, str(data), str(free_port())],
+                            capture_output=True, text=True, timeout=120)
+    code, line = result.stdout.strip().splitlines()[-2:]
+    assert code == "3", result.stdout + result.stderr
+    assert line.startswith(f"zkpy: stopped: cannot write the txn log: {data}/version-2/log.")
+    assert line.endswith(": Read-only file system (EROFS)")
