@@ -33,7 +33,7 @@ def zoo_cfg(tmp_path: Path) -> Path:
     cfg = tmp_path / "conf" / "zoo.cfg"
     cfg.parent.mkdir()
     cfg.write_text(f"dataDir={tmp_path}/data\nclientPort={free_port()}\nclientPortAddress=127.0.0.1\n"
-                   "tickTime=500\n", encoding="utf-8")
+                   "tickTime=500\nadmin.enableServer=false\n", encoding="utf-8")
     return cfg
 
 

@@ -134,7 +134,7 @@ class QuorumPeer(ServesClients):
         await self.clients.listen()
         await self.admin.start()  # a port it cannot bind costs a log line, not the server
         await self.metrics_endpoint.start()  # likewise
-        log.info("server %d: %s", self.sid, serving_line(self.config, self.port))
+        log.info("server %d: %s", self.sid, serving_line(self.config, self.port, self.admin.port))
         stopping = asyncio.ensure_future(stop.wait())
         try:
             while not stop.is_set() and self.failure is None:

@@ -94,7 +94,7 @@ class ZkServer(ServesClients):
         await self.admin.start()  # a port it cannot bind costs a log line, not the server
         await self.metrics_endpoint.start()  # likewise
         log.info("binding to port %s:%d", self.config.client_port_address, self.port)
-        log.info("%s", serving_line(self.config, self.port))
+        log.info("%s", serving_line(self.config, self.port, self.admin.port))
         self._schedule_tick()
         if self.config.autopurge_purge_interval_h > 0:
             self._autopurge()
