@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import ssl
 import time
 import urllib.error
 import urllib.request
@@ -26,6 +27,7 @@ from tests.conftest import require_apache
 from tests.interop.test_mntr_keys import excluded as mntr_excluded
 
 from zkpy.admin.commands import BY_NAME, COMMANDS, PRIMARY_NAMES
+from zkpy.testing.certs import make_pki
 from zkpy.testing.servers import (
     ServerProcess,
     cleanup_ensemble,
@@ -278,3 +280,28 @@ def test_another_command_url_and_a_port_in_use() -> None:
         taken.close()
         moved.cleanup()
         blocked.cleanup()
+
+
+def test_https_only_with_the_client_key_store(tmp_path_factory: pytest.TempPathFactory) -> None:
+    pki = make_pki(tmp_path_factory.mktemp("pki"))
+    port = free_port()
+    server = start_zkpy({"admin.enableServer": "true", "admin.serverPort": str(port), "admin.forceHttps": "true",
+                         "secureClientPort": str(free_port()), "ssl.keyStore.location": str(pki.server.pem),
+                         "ssl.trustStore.location": str(pki.ca_pem)})
+    try:
+        context = ssl.create_default_context(cafile=str(pki.ca_pem))
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with urllib.request.urlopen(f"https://127.0.0.1:{port}/commands/ruok", timeout=10,
+                                            context=context) as r:
+                    assert json.loads(r.read()) == {"command": "ruok", "error": None}
+                break
+            except urllib.error.URLError as exc:
+                if isinstance(exc.reason, ssl.SSLError) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.05)
+        with pytest.raises((urllib.error.URLError, ConnectionError)):
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/commands/ruok", timeout=10)
+    finally:
+        server.cleanup()

@@ -6,9 +6,12 @@ status 200, an unknown name included (``{"command": name, "error": "Unknown comm
 query parameters are the command's arguments (``set_trace_mask?traceMask=N``). Anything else is 404.
 
 The server is bound to ``admin.serverAddress`` (zkpy's default: 127.0.0.1, where ZooKeeper
-binds every address) and ``admin.serverPort``; with ``admin.forceHttps=true`` it serves HTTPS
-only, with the client port's ``ssl.*`` key store. A port that cannot be bound costs one log line:
-the server goes on serving clients without it, as ZooKeeper does.
+binds every address) and ``admin.serverPort``. With ``admin.forceHttps=true`` (ZooKeeper 3.9's key)
+it serves HTTPS only, with the ``ssl.quorum.*`` key store when ``sslQuorum=true`` (the stores 3.8's
+``admin.portUnification`` uses), else the client port's ``ssl.*`` one, asking no client certificate;
+3.8's ``admin.portUnification`` (HTTP and HTTPS on one port) is not offered. A port that cannot be
+bound costs one log line and the server goes on serving clients without it: ZooKeeper 3.8's ensemble
+member does the same, its standalone server exits (code 4) instead.
 """
 
 from __future__ import annotations
@@ -65,11 +68,13 @@ class AdminServer:
             return
         context: ssl.SSLContext | None = None
         if cfg.admin_force_https:
-            if cfg.tls is None:
-                log.error("admin.forceHttps=true needs the ssl.keyStore.* keys: AdminServer not started")
+            tls, prefix = (cfg.quorum_tls, "ssl.quorum.") if cfg.quorum_tls is not None else (cfg.tls, "ssl.")
+            if tls is None:
+                log.error("admin.forceHttps=true needs a key store (ssl.quorum.keyStore.* with sslQuorum=true, "
+                          "or ssl.keyStore.*): AdminServer not started")
                 return
             try:
-                context = server_context(cfg.tls)
+                context = server_context(tls, prefix)
             except TlsConfigError as exc:
                 log.error("AdminServer not started: %s", exc)
                 return

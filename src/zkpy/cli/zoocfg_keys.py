@@ -276,10 +276,10 @@ KEYS: dict[str, KeyRule] = {
                                    "admin_idle_timeout_ms", "int"),
     "admin.commandURL": _honoured("the URL prefix of the commands (default /commands)",
                                   "admin_command_url", "str"),
-    "admin.forceHttps": _honoured("the AdminServer serves HTTPS only, with the ssl.keyStore.* key store",
-                                  "admin_force_https"),
+    "admin.forceHttps": _honoured("the AdminServer serves HTTPS only (ZooKeeper 3.9's key), with the "
+                                  "ssl.quorum.* key store under sslQuorum=true, else ssl.*", "admin_force_https"),
     "admin.portUnification": _none("zkpy's AdminServer serves HTTP, or HTTPS only with admin.forceHttps=true; "
-                                   "it does not detect TLS on one port", "false"),
+                                   "it does not take both on one port", "false"),
     "metricsProvider.className": _honoured(
         "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider serves ZooKeeper's metrics for "
         "Prometheus at http://httpHost:httpPort/metrics; ...impl.DefaultMetricsProvider (the default) serves "
