@@ -90,3 +90,20 @@ def test_plain_server_with_zoo_cfg_still_runs_in_foreground(tmp_path: Path, zoo_
         proc.communicate(timeout=30)
     assert proc.returncode == 0
     assert not (tmp_path / "data" / PID_FILE).exists()
+
+
+def test_debug_shows_the_request_path_and_session_decisions() -> None:
+    from zkpy.testing.rawclient import RawClient
+    from zkpy.testing.servers import start_zkpy
+
+    server = start_zkpy(args=["--log-level", "DEBUG", "--log-level", "asyncio=INFO"])
+    try:
+        client = RawClient("127.0.0.1", server.port)
+        client.close()
+        assert server.stop() == 0
+        log = server.log()
+    finally:
+        server.cleanup()
+    assert "DEBUG zkpy.server: connection" in log
+    assert f"session 0x{client.session_id:x}, timeout" in log and "negotiated" in log
+    assert " closed" in log

@@ -127,8 +127,13 @@ class ClientProtocol(asyncio.Protocol):
                 self._idle_data(data)
             return
         core.set_time(now_ms(), wall_ms())
+        debug = log.isEnabledFor(logging.DEBUG)
+        session_before = conn.session_id if debug else 0
         word = core.receive(conn, data)
-        if log.isEnabledFor(logging.DEBUG):  # the request path, cheaply: one line per read
+        if debug:  # the request path and session decisions, cheaply: one line per read
+            if conn.session_id != session_before:
+                log.debug("connection %d from %s:%d: session 0x%x, timeout %d ms negotiated", conn.conn_id, conn.ip,
+                          conn.port, conn.session_id, conn.timeout_ms)
             log.debug("connection %d (session 0x%x) from %s:%d: %d bytes in, %d requests outstanding, last op %s, "
                       "cxid %d", conn.conn_id, conn.session_id, conn.ip, conn.port, len(data), conn.outstanding,
                       conn.last_op, conn.last_cxid)
