@@ -73,12 +73,13 @@ def command(port: int, name: str) -> dict[str, object]:
 
 
 def shape(value: object) -> object:
-    """The keys of a JSON value, nested objects and the first element of lists included."""
+    """The keys of a JSON value, nested objects and the first element of lists included, with the
+    JSON type of each value (``error`` aside: null or a message)."""
     if isinstance(value, dict):
-        return {k: shape(v) for k, v in value.items()}
+        return {k: shape(v) if k != "error" else None for k, v in value.items()}
     if isinstance(value, list):
         return [shape(value[0])] if value else []
-    return None
+    return type(value).__name__
 
 
 def key_shape(name: str, answer: dict[str, object]) -> object:

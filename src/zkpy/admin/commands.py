@@ -177,8 +177,8 @@ def _dirs(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
 
 def _dump(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
     core = _core(server)
-    offset = core.wall_ms - core.now_ms  # expiry times as wall-clock ms, as ZooKeeper reports them
-    expiry = {str(at + offset): sorted(sids) for at, sids in sorted(core.sessions.buckets.items()) if sids}
+    # the expiry buckets on the server's monotonic clock in ms, as ZooKeeper's (Time.currentElapsedTime)
+    expiry = {str(at): sorted(sids) for at, sids in sorted(core.sessions.buckets.items()) if sids}
     ephemerals = {str(sid): sorted(paths) for sid, paths in sorted(core.tree.ephemerals.items())}
     return {"expiry_time_to_session_ids": expiry, "session_id_to_ephemeral_paths": ephemerals}
 
