@@ -208,7 +208,9 @@ def _hash(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
 
 
 def _initial_configuration(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
-    return {"initial_configuration": server.config.initial_configuration}
+    # ZooKeeper 3.8 keeps the zoo.cfg text for a standalone server only; an ensemble member answers null
+    standalone = server.mode == "standalone"
+    return {"initial_configuration": server.config.initial_configuration if standalone else None}
 
 
 def _is_read_only(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
