@@ -7,11 +7,13 @@ the four-letter words' (``fourletter``): ``monitor`` is ``mntr``'s key/value lis
 
 Differences from 3.8, on purpose:
 - ``environment`` and ``system_properties`` describe the Python process (``python.*`` in place
-  of ``java.*``; ``system_properties`` lists zkpy's settings as ``zookeeper.<zoo.cfg key>``
-  would be, from the ServerConfig, since a Python process has no system properties);
+  of ``java.*``, no JVM memory figures; a Python process has no system properties, so
+  ``system_properties`` lists the environment's entries and the OS separators);
 - ``hash`` answers an empty ``digests`` list (zkpy keeps no digest history), ``observers``
-  counts synced observers but lists none, ``server_stats`` has no JVM-only entries
-  (``provider_null``, ``fsync_threshold_exceed_count`` is 0).
+  counts synced observers but lists none, ``server_stats``' JVM-only entries are constants
+  (``provider_null`` false, ``fsync_threshold_exceed_count`` 0, the buffer sizes -1);
+- ``zabstate``'s addresses are the configured ones (no reachability check);
+- ``initial_configuration`` masks the values of keys that name a password.
 
 This is a shell module (it reads the clock, the environment and the data dir's file names).
 """
