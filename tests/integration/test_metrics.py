@@ -148,6 +148,34 @@ def test_an_election_moves_the_election_figures() -> None:
         assert first.counter("looking_count") >= 1
         assert first.value("quorum_size") == 3
         assert first.value("learners") == 2
+        follower = next(s for s in servers if s is not leader)
+        before = Scrape(by_port[follower.port])
+        client = KazooClient(hosts=leader.hosts)
+        client.start()
+        try:
+            for i in range(3):
+                client.create(f"/elected-{i}", b"x")
+        finally:
+            client.stop()
+            client.close()
+        written = Scrape(by_port[leader.port])
+        assert written.counter("proposal_count") >= first.counter("proposal_count") + 3
+        assert written.counter("commit_count") >= first.counter("commit_count") + 3
+        assert written.counter("diff_count") + written.counter("snap_count") >= 2  # each learner's sync
+        reader = KazooClient(hosts=follower.hosts)
+        reader.start()
+        try:
+            reader.sync("/")  # the follower has taken every commit before the sync's
+            assert reader.exists("/elected-2") is not None
+        finally:
+            reader.stop()
+            reader.close()
+        followed = Scrape(by_port[follower.port])
+        assert followed.count("follower_sync_time") >= 1
+        assert followed.counter("learner_proposal_received_count") >= before.counter(
+            "learner_proposal_received_count") + 3
+        assert followed.counter("learner_commit_received_count") >= before.counter(
+            "learner_commit_received_count") + 3
         leader.stop()
         rest = [s for s in servers if s is not leader]
         new_leader = ensemble_leader(rest)

@@ -142,6 +142,7 @@ class LeadingCore(TermCore):
         if not new:
             return
         zxids = tuple(p.hdr.zxid for p in new)
+        self.metrics.counters["proposal_count"] += len(zxids)
         payloads = tuple(encode_payload(p.hdr, p.txn) for p in new)
         self._effects.append(AppendLog(zxids, payloads))
         self.logging.extend(zxids)
@@ -205,11 +206,16 @@ class LeadingCore(TermCore):
         who = f"server {h.sid}" if h is not None and h.sid >= 0 else f"learner connection {cid}"
         had = f"0x{h.last_zxid:x}" if h is not None else "?"
         self.log(f"syncing {who} (at zxid {had}) with {PacketType(packet.type).name} to 0x{packet.zxid:x}")
+        if packet.type == PacketType.DIFF:
+            self.metrics.counters["diff_count"] += 1
+        elif packet.type == PacketType.SNAP:
+            self.metrics.counters["snap_count"] += 1
 
     def _commit(self, count: int) -> None:
         server = self.server
         if server is None:
             raise AssertionError(f"Commit({count}) before the epoch was established")
+        self.metrics.counters["commit_count"] += count
         server.apply_persisted(count)
 
     def _trace_applied(self, hdr: TxnHeader, txn: Any) -> None:
@@ -222,6 +228,7 @@ class LeadingCore(TermCore):
         self.tree.set_config_node(self.config_data, self.config.quorum.config_version, self.wall_ms)
         self.server = LeaderServerCore(self.config, self.now_ms, self.wall_ms, log=self.log, tree=self.tree,
                                        next_zxid=make_zxid(epoch, 1))
+        self.server.metrics = self.metrics
         if self.trace:
             self.server.on_apply = self._trace_applied
         self._effects.append(Serving(epoch, self.server))

@@ -191,6 +191,10 @@ class LearningCore(TermCore):
     def _step(self, packet: QuorumPacket) -> None:
         if self.trace:
             self._effects.append(PacketIn(LEADER_LINK, packet))
+        if packet.type == PacketType.PROPOSAL:
+            self.metrics.counters["learner_proposal_received_count"] += 1
+        elif packet.type == PacketType.COMMIT:
+            self.metrics.counters["learner_commit_received_count"] += 1
         self.zab.step(packet, self.now_ms)
 
     # ---- the Zab core's actions
@@ -271,5 +275,7 @@ class LearningCore(TermCore):
         assert self.config.quorum is not None
         self.tree.set_config_node(self.config_data, self.config.quorum.config_version, self.wall_ms)
         self.server = LearnerServerCore(self.config, self.now_ms, self.wall_ms, log=self.log, tree=self.tree)
+        self.server.metrics = self.metrics
+        self.metrics.record(f"{self.role}_sync_time", self.now_ms - self.started_ms)
         self.served = True
         self._effects.append(Serving(epoch, self.server))

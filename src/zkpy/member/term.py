@@ -7,6 +7,7 @@ from collections import deque
 from collections.abc import Callable
 
 from zkpy.server.core import ServerCore
+from zkpy.server.metrics import ServerMetrics
 from zkpy.server.outputs import Output, ServerOutput
 from zkpy.wire.quorum import QuorumPacket
 
@@ -27,6 +28,8 @@ class TermCore:
         self.trace = trace
         self.log = log
         self.server: ServerCore | None = None  # the request pipeline, once the term serves
+        self.metrics = ServerMetrics()  # ZooKeeper's figures; the shell puts the process's registry here
+        self.started_ms = now_ms
         self.ended: str | None = None
         self.logging: deque[int] = deque()  # zxids handed to the log (AppendLog), oldest first
         self._effects: list[Effect] = []

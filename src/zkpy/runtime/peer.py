@@ -191,6 +191,7 @@ class QuorumPeer(ServesClients):
             term = LeaderTerm(self, self.verifier, history, epochs.accepted, epochs.current)
         else:
             term = LearnerTerm(self, history, decision.leader, epochs.accepted, epochs.current, self.observer)
+        term.core.metrics = self.metrics  # one registry across terms: what the term counts shows in mntr
         self.term = term
         running = asyncio.ensure_future(term.run())
         crashed = False
