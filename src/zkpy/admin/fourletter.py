@@ -358,16 +358,16 @@ def mntr_values(server: ServerView) -> list[tuple[str, object]]:
     values += metrics.counters.items()
     values += [("avg_latency", java_double(_avg(stats.total_latency, stats.count))),
                ("min_latency", max(stats.min_latency, 0)), ("max_latency", stats.max_latency)]
-    summaries = dict(metrics.summaries)
+    summaries: dict[str, Summary | MetricSummary] = dict(metrics.summaries)
     fsync = server.fsync_summaries()
     if fsync is not None:  # the fsync worker's group commits, under ZooKeeper's metric names
-        summaries["fsynctime"], summaries["sync_processor_batch_size"] = fsync  # type: ignore[assignment]
+        summaries["fsynctime"], summaries["sync_processor_batch_size"] = fsync
     for name, summary in summaries.items():
         values += _summary(name, summary)
     return values
 
 
-def _summary(name: str, counter: Summary) -> list[tuple[str, object]]:
+def _summary(name: str, counter: Summary | MetricSummary) -> list[tuple[str, object]]:
     """A ``Summary`` as 3.8's mntr prints it: ``avg_``, ``min_``, ``max_``, ``cnt_``, ``sum_``, and
     ``p50_``, ``p95_``, ``p99_``, ``p999_`` for one with quantiles."""
     if isinstance(counter, MetricSummary):

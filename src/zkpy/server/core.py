@@ -48,7 +48,7 @@ from zkpy.server.handshake import (
     read_sasl_token,
     sasl_response,
 )
-from zkpy.server.metrics import ServerMetrics
+from zkpy.server.metrics import FOLD_AT, ServerMetrics
 from zkpy.server.outputs import Output, Propose, ServerOutput
 from zkpy.server.prep import WRITE_OPS, Prep
 from zkpy.server.reads import event_payload, run_read
@@ -724,8 +724,12 @@ class ServerCore:
         conn.last_response_ms = self.wall_ms
         conn.record_latency(latency)
         self.stats.record_latency(latency)
-        metrics = self.metrics
-        (metrics.updatelatency if op in WRITE_OPS else metrics.readlatency).add(latency)
+        # Summary.add, inlined: this runs once per request
+        summary = self.metrics.updatelatency if op in WRITE_OPS else self.metrics.readlatency
+        pending = summary.pending
+        pending.append(latency)
+        if len(pending) >= FOLD_AT:
+            summary.fold()
 
     # ---- reads ----
 

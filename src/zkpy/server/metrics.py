@@ -53,42 +53,83 @@ BASIC: tuple[str, ...] = (
 
 QUANTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99), ("p999", 0.999))
 RESERVOIR = 1028  # the samples a quantile summary keeps (the size of ZooKeeper's reservoir)
+FOLD_AT = 1024  # values a summary holds unfolded at most
 
 
 class Summary:
     """count, sum, min and max of the values seen (AvgMinMaxCounter); with ``detailed``, also the
-    last ``RESERVOIR`` values, from which the quantiles are read."""
+    last ``RESERVOIR`` values, from which the quantiles are read.
 
-    __slots__ = ("count", "total", "min", "max", "samples", "_next", "detailed")
+    ``add`` only appends to a short list (the request path pays for one append); the figures
+    are folded from it when read, or when it reaches ``FOLD_AT`` values."""
+
+    __slots__ = ("_count", "_total", "_min", "_max", "samples", "_next", "detailed", "pending")
 
     def __init__(self, detailed: bool = False) -> None:
         self.detailed = detailed
-        self.count = 0
-        self.total = 0
-        self.min = 0
-        self.max = 0
+        self._count = 0
+        self._total = 0
+        self._min = 0
+        self._max = 0
         self.samples: list[int] = []
         self._next = 0
+        self.pending: list[int] = []
 
     def add(self, value: int) -> None:
-        if self.count == 0 or value < self.min:
-            self.min = value
-        if value > self.max or self.count == 0:
-            self.max = value
-        self.count += 1
-        self.total += value
+        pending = self.pending
+        pending.append(value)
+        if len(pending) >= FOLD_AT:
+            self.fold()
+
+    def fold(self) -> None:
+        """Take the pending values into the figures."""
+        pending = self.pending
+        if not pending:
+            return
+        self.pending = []
+        low, high = min(pending), max(pending)
+        if self._count == 0 or low < self._min:
+            self._min = low
+        if self._count == 0 or high > self._max:
+            self._max = high
+        self._count += len(pending)
+        self._total += sum(pending)
         if self.detailed:
-            if len(self.samples) < RESERVOIR:
-                self.samples.append(value)
-            else:
-                self.samples[self._next] = value
+            samples = self.samples
+            room = RESERVOIR - len(samples)
+            if room > 0:
+                samples.extend(pending[:room])
+                pending = pending[room:]
+            for value in pending[-RESERVOIR:]:
+                samples[self._next] = value
                 self._next = (self._next + 1) % RESERVOIR
+
+    @property
+    def count(self) -> int:
+        self.fold()
+        return self._count
+
+    @property
+    def total(self) -> int:
+        self.fold()
+        return self._total
+
+    @property
+    def min(self) -> int:
+        self.fold()
+        return self._min
+
+    @property
+    def max(self) -> int:
+        self.fold()
+        return self._max
 
     def reset(self) -> None:
         self.__init__(self.detailed)  # type: ignore[misc]
 
     def quantile(self, q: float) -> float:
         """The ``q`` quantile of the kept samples (0 without any)."""
+        self.fold()
         if not self.samples:
             return 0.0
         ordered = sorted(self.samples)
