@@ -161,6 +161,8 @@ def test_an_election_moves_the_election_figures() -> None:
         written = Scrape(by_port[leader.port])
         assert written.counter("proposal_count") >= first.counter("proposal_count") + 3
         assert written.counter("commit_count") >= first.counter("commit_count") + 3
+        assert written.value("max_proposal_size") >= written.value("min_proposal_size") > 0
+        assert written.value("leader_uptime") >= 0
         assert written.counter("diff_count") + written.counter("snap_count") >= 2  # each learner's sync
         reader = KazooClient(hosts=follower.hosts)
         reader.start()

@@ -295,9 +295,6 @@ def _mntr(server: ServerView, conn: Connection | None) -> str:
 MNTR_EXCLUDED: dict[str, str] = {
     "jvm_pause_time_ms": "a JVM garbage-collection pause figure; the process metrics of the Prometheus endpoint stand in",
     "netty_queued_buffer_capacity": "Netty's buffers; zkpy serves on asyncio",
-    "last_proposal_size": "the leader's jute proposal sizes are not kept yet",
-    "proposal_size": "the leader's jute proposal sizes are not kept yet",
-    "leader_uptime": "a term's start is not kept by the leader's core yet",
     "file_descriptor_count": "a summary ZooKeeper fills from its JMX bean; open_file_descriptor_count gives the figure",
 }
 MNTR_EXCLUDED_PATTERNS: dict[str, str] = {

@@ -54,6 +54,8 @@ class LeadingCore(TermCore):
                              sync_limit=q.sync_limit_ticks, config_data=config_data, quorum_sync=q.quorum_sync)
         self._readers: dict[int, QuorumPacketReader] = {}
         self._log_limiter = LogLimiter()  # what anyone connecting to the quorum port can make us repeat
+        self.proposal_sizes = [-1, -1, -1]  # last, min, max bytes of a proposal (BufferStats; -1: none yet)
+        self.established_ms = now_ms
 
     # ---- inputs
 
@@ -111,7 +113,10 @@ class LeadingCore(TermCore):
         if not self.zab.established:
             return []
         handles = self.zab.forwarding()
+        last, low, high = self.proposal_sizes
         return [("learners", len(self.zab.learners)),
+                ("leader_uptime", self.now_ms - self.established_ms),
+                ("last_proposal_size", last), ("min_proposal_size", low), ("max_proposal_size", high),
                 ("synced_followers", sum(1 for h in handles if not h.observer)),
                 ("synced_non_voting_followers", 0),
                 ("synced_observers", sum(1 for h in handles if h.observer)),
@@ -146,7 +151,14 @@ class LeadingCore(TermCore):
         payloads = tuple(encode_payload(p.hdr, p.txn) for p in new)
         self._effects.append(AppendLog(zxids, payloads))
         self.logging.extend(zxids)
+        sizes = self.proposal_sizes
         for zxid, payload in zip(zxids, payloads):
+            size = len(payload)
+            sizes[0] = size
+            if size < sizes[1] or sizes[1] < 0:
+                sizes[1] = size
+            if size > sizes[2]:
+                sizes[2] = size
             if self.trace:
                 self._effects.append(Proposed(zxid, payload))
             self.zab.propose(zxid, payload)
@@ -223,6 +235,7 @@ class LeadingCore(TermCore):
 
     def _establish(self, epoch: int) -> None:
         self.log(f"epoch {epoch} established with a quorum: serving as leader")
+        self.established_ms = self.now_ms
         self.tree.last_processed_zxid = make_zxid(epoch, 0)  # as ZooKeeper's startZkServer sets it
         assert self.config.quorum is not None
         self.tree.set_config_node(self.config_data, self.config.quorum.config_version, self.wall_ms)

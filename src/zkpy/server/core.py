@@ -765,6 +765,7 @@ class ServerCore:
         for sid in self.sessions.expired(self.now_ms):
             s = self.sessions.sessions.get(sid)
             self.log(f"expiring session 0x{sid & 0xFFFFFFFFFFFFFFFF:x}, timeout of {s.timeout_ms if s else '?'}ms exceeded")
+            self.metrics.counters["stale_sessions_expired"] += 1
             self._propose(OpCode.CLOSE_SESSION, None, None, 0, sid, None)
         if self.now_ms - self.last_container_check >= self.config.container_check_interval_ms:
             self.last_container_check = self.now_ms
