@@ -4,6 +4,7 @@ are mntr's."""
 
 from __future__ import annotations
 
+import time
 import urllib.request
 from collections.abc import Iterator
 
@@ -186,3 +187,24 @@ def test_an_election_moves_the_election_figures() -> None:
         assert again.counter("looking_count") >= 2
     finally:
         cleanup_ensemble(servers)
+
+
+def test_snapshots_move_snapshottime() -> None:
+    (metrics_port,) = free_ports(1)
+    s = start_zkpy({**documented_block(metrics_port), "snapCount": "10"})
+    try:
+        client = KazooClient(hosts=s.hosts)
+        client.start()
+        try:
+            for i in range(40):  # several logs' worth: each roll starts a snapshot
+                client.create(f"/snap-{i}", b"x")
+        finally:
+            client.stop()
+            client.close()
+        deadline = time.monotonic() + 30
+        while Scrape(metrics_port).count("snapshottime") < 1:  # the snapshot is written off the request path
+            assert time.monotonic() < deadline, "no snapshot counted"
+            time.sleep(0.05)
+        assert float(mntr(s.port)["zk_cnt_snapshottime"]) >= 1
+    finally:
+        s.cleanup()

@@ -242,6 +242,8 @@ class QuorumPeer(ServesClients):
 
     def uses(self, persistence: Persistence | None) -> None:
         self.persistence = persistence
+        if persistence is not None:
+            persistence.metrics = self.metrics
 
     def disk_failed(self, exc: BaseException) -> None:
         """Fail-stop, as standalone: nothing unlogged is ever acknowledged."""

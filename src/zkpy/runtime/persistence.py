@@ -31,6 +31,7 @@ from typing import Any
 
 from zkpy.config import ServerConfig
 from zkpy.runtime.osdisk import describe_error
+from zkpy.server.metrics import ServerMetrics
 from zkpy.storage.disk import AppendFile, Disk, join
 from zkpy.storage.files import DataDirs
 from zkpy.storage.roll import RollPolicy
@@ -140,6 +141,7 @@ class Persistence:
         self._snap_io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zkpy-snapshot")
         self._snap_started = 0.0
         self.snapshot_pause_ms = 0.0  # the same for the current (or last) snapshot: its log line shows it
+        self.metrics: ServerMetrics | None = None  # the server's registry: snapshottime goes there
         self.failed: BaseException | None = None
         self.closed = False
 
@@ -291,9 +293,11 @@ class Persistence:
         if exc is not None:
             log.error("snapshot 0x%x failed: %s", writer.zxid if writer else -1, describe_error(exc))
             return
+        elapsed = time.perf_counter() - self._snap_started
+        if self.metrics is not None:
+            self.metrics.record("snapshottime", int(elapsed * 1000))
         log.info("snapshot %s written: %d znodes in %.2fs, longest pause on the loop %.1f ms",
-                 future.result(), writer.nodes_written if writer else -1,
-                 time.perf_counter() - self._snap_started, self.snapshot_pause_ms)
+                 future.result(), writer.nodes_written if writer else -1, elapsed, self.snapshot_pause_ms)
 
     def _note_pause(self, t0: float) -> None:
         pause_ms = (time.perf_counter() - t0) * 1000

@@ -59,6 +59,7 @@ class ZkServer(ServesClients):
         gc.collect()
         gc.freeze()
         self.persistence = Persistence(config, self.disk, self.dirs)
+        self.persistence.metrics = self.core.metrics
         self.clients = ClientPort(config, self, self.schedule_flush)
         self.clients.core = self.core
         self.trace_mask = DEFAULT_TRACE_MASK  # gtmk/stmk; zkpy does no tracing
