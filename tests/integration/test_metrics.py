@@ -4,6 +4,7 @@ are mntr's."""
 
 from __future__ import annotations
 
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -96,9 +97,12 @@ def test_writes_and_connections_move_the_figures(server: tuple[ServerProcess, in
     client = KazooClient(hosts=s.hosts)
     client.start()
     try:
+        fired = threading.Event()
+        client.exists("/metrics-0", watch=lambda _event: fired.set())
         for i in range(5):
             client.create(f"/metrics-{i}", b"12345")
         client.get("/metrics-0")
+        assert fired.wait(10)
     finally:
         client.stop()
         client.close()
@@ -109,6 +113,8 @@ def test_writes_and_connections_move_the_figures(server: tuple[ServerProcess, in
     assert after.counter("connection_request_count") == before.counter("connection_request_count") + 1
     assert after.counter("bytes_received_count") > before.counter("bytes_received_count")
     assert after.value("znode_count") == before.value("znode_count") + 5
+    assert after.count("node_created_watch_count") == before.count("node_created_watch_count") + 1
+    assert after.value("node_created_watch_count", "node_created_watch_count_sum") >= 1
     assert after.value("approximate_data_size") == before.value("approximate_data_size") + 5 * (len("/metrics-0") + 5)
 
 

@@ -336,7 +336,7 @@ def mntr_values(server: ServerView) -> list[tuple[str, object]]:
     values += [
         ("connection_drop_probability", "0.0"),
         ("watch_count", _watch_count(core)),
-        ("auth_failed_count", 0),
+        ("auth_failed_count", metrics.auth_failed),
         ("approximate_data_size", core.tree.data_size),
     ]
     open_fds, max_fds = _open_fds(), _max_fds()

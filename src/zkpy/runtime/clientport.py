@@ -88,6 +88,8 @@ class ClientProtocol(asyncio.Protocol):
         limit = port.config.max_client_cnxns
         if limit > 0 and port.per_ip.get(ip, 0) >= limit:
             port.log_peer(log.warning, "too many", ip, f"Too many connections from {ip} - max is {limit}")
+            if port.core is not None:
+                port.core.metrics.counters["connection_rejected"] += 1
             self.transport.abort()
             return
         # the socket takes what fits; past this its buffer pauses us (pause_writing), and the core
@@ -183,6 +185,8 @@ class ClientProtocol(asyncio.Protocol):
         self.port.log_peer(log.info, "no handshake", peer[0],
                            f"closing connection from {peer[0]}:{peer[1]}: no session request within "
                            f"{SESSIONLESS_CNXN_TIMEOUT_MS} ms")
+        if self.port.core is not None:
+            self.port.core.metrics.counters["sessionless_connections_expired"] += 1
         transport.close()
 
     def _refuse(self, why: str) -> None:

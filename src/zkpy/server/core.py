@@ -48,7 +48,7 @@ from zkpy.server.handshake import (
     read_sasl_token,
     sasl_response,
 )
-from zkpy.server.metrics import FOLD_AT, ServerMetrics
+from zkpy.server.metrics import FOLD_AT, WATCH_FIRED, ServerMetrics
 from zkpy.server.outputs import Output, Propose, ServerOutput
 from zkpy.server.prep import WRITE_OPS, Prep
 from zkpy.server.reads import event_payload, run_read
@@ -473,6 +473,7 @@ class ServerCore:
         if ids is None:
             self.log_peer("auth failed", conn.ip, f"authentication failed for scheme {scheme!r} from {conn.ip}:{conn.port}")
             self._send(conn, ReplyHeader(xid, 0, Code.AUTHFAILED).to_bytes())
+            self.metrics.auth_failed += 1
             self._close(conn, "auth failed")
             return
         for ident in ids:
@@ -508,6 +509,7 @@ class ServerCore:
             answer = server.evaluate(token)
         except SaslError as exc:
             self.log_peer("sasl failed", conn.ip, f"client {conn.ip}:{conn.port} failed to SASL authenticate: {exc}")
+            self.metrics.auth_failed += 1
             if isinstance(server, NoSaslServer):
                 # ZooKeeper would answer OK again (kazoo loops); the refusal ends the exchange, and
                 # the connection may go on without SASL as it could after the first answer
@@ -671,7 +673,11 @@ class ServerCore:
         if not events:
             return
         self.tree.events = []
+        summaries = self.metrics.summaries
         for ev in events:
+            fired = WATCH_FIRED.get(ev.type)
+            if fired is not None:
+                summaries[fired].add(len(ev.watchers))
             payload = event_payload(ev.type, ev.path)
             for watcher in ev.watchers:
                 conn = self.connections.get(watcher)

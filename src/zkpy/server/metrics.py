@@ -51,6 +51,10 @@ BASIC: tuple[str, ...] = (
     "write_commit_proc_issued", "write_commit_proc_req_queued",
 )
 
+# the summary of watchers fired per event type (WatchManager.triggerWatch), by the event's type number
+WATCH_FIRED: dict[int, str] = {1: "node_created_watch_count", 2: "node_deleted_watch_count",
+                               3: "node_changed_watch_count", 4: "node_children_watch_count"}
+
 QUANTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99), ("p999", 0.999))
 RESERVOIR = 1028  # the samples a quantile summary keeps (the size of ZooKeeper's reservoir)
 FOLD_AT = 1024  # values a summary holds unfolded at most
@@ -147,6 +151,7 @@ class ServerMetrics:
         # the hot ones, bound once so the request path skips the dict look-up
         self.readlatency = self.summaries["readlatency"]
         self.updatelatency = self.summaries["updatelatency"]
+        self.auth_failed = 0  # mntr's zk_auth_failed_count (ServerStats): authentications refused
 
     def count(self, name: str, n: int = 1) -> None:
         self.counters[name] += n
@@ -160,6 +165,7 @@ class ServerMetrics:
             self.counters[name] = 0
         for summary in self.summaries.values():
             summary.reset()
+        self.auth_failed = 0
 
 
 def summary_lines(name: str, summary: Summary, avg: str) -> list[tuple[str, object]]:
