@@ -155,6 +155,7 @@ def test_an_election_moves_the_election_figures() -> None:
         assert first.counter("looking_count") >= 1
         assert first.value("quorum_size") == 3
         assert first.value("learners") == 2
+        assert first.count("unavailable_time") >= 1 and first.count("leader_unavailable_time") >= 1
         follower = next(s for s in servers if s is not leader)
         before = Scrape(by_port[follower.port])
         client = KazooClient(hosts=leader.hosts)

@@ -84,6 +84,7 @@ class QuorumPeer(ServesClients):
         self.term: LeaderTerm | LearnerTerm | None = None
         self._flush_scheduled = False
         self.metrics = ServerMetrics()  # one registry for the process: every term's core records into it
+        self._looking_since = 0.0  # when the last election began (the loop's clock)
 
     # ---- what the four-letter words read (admin.view.ServerView) ----
 
@@ -177,7 +178,7 @@ class QuorumPeer(ServesClients):
         epochs = load_epochs(self.disk, self.dirs.snap_dir, tree.last_processed_zxid, log.info)
         self.mode = "looking"
         self.metrics.counters["looking_count"] += 1
-        looking_since = asyncio.get_running_loop().time()
+        looking_since = self._looking_since = asyncio.get_running_loop().time()
         electing = asyncio.ensure_future(self.election.elect(tree.last_processed_zxid, epochs.current))
         await asyncio.wait([electing, stopping], return_when=asyncio.FIRST_COMPLETED)
         if not electing.done():
@@ -237,6 +238,10 @@ class QuorumPeer(ServesClients):
     def serving(self, server: ServerCore, role: str, epoch: int) -> None:
         self.core = server
         self.mode = role
+        unavailable_ms = int((asyncio.get_running_loop().time() - self._looking_since) * 1000)
+        self.metrics.record("unavailable_time", unavailable_ms)  # from looking to serving, as ZooKeeper's
+        if role == "leader":
+            self.metrics.record("leader_unavailable_time", unavailable_ms)
         assert self.election is not None
         self.election.update_peer_epoch(epoch)
 
