@@ -87,6 +87,8 @@ def test_the_documented_block_opens_the_endpoint_and_it_parses(server: tuple[Ser
         assert scrape.type(name) == "summary", name
     quantiles = {s.labels.get("quantile") for s in scrape.samples("readlatency")} - {None}
     assert quantiles == {"0.5", "0.9", "0.99"}
+    basic = {s.labels.get("quantile") for s in scrape.samples("election_time")} - {None}
+    assert basic == {"0.5"}  # ZooKeeper's BASIC summaries: the median only
     assert scrape.type("process_cpu_seconds") == "counter"  # the process in place of the JVM
     assert "python_info" in scrape.families
 

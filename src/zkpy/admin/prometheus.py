@@ -6,8 +6,8 @@ and ``mntr`` agree by construction; nothing is recorded for Prometheus on the re
 Names and types are ZooKeeper's: mntr's plain numbers are gauges (``znode_count``,
 ``avg_latency``, ...), ServerMetrics' counters are counters (written ``<name>_total``, as every
 current Prometheus client writes counters; ZooKeeper 3.8's simpleclient 0.9 wrote ``<name>``),
-its summaries are summaries (``<name>_count``, ``<name>_sum``, and for those with quantiles the
-``quantile="0.5"``, ``"0.9"``, ``"0.99"`` samples ZooKeeper's provider gives). With
+its summaries are summaries (``<name>_count``, ``<name>_sum``, ``quantile="0.5"``, and for
+ZooKeeper's detailed ones also ``"0.9"`` and ``"0.99"``, as its provider gives them). With
 ``metricsProvider.exportJvmInfo`` (default true) the process and platform collectors of
 ``prometheus_client`` stand in for the JVM's.
 
@@ -37,7 +37,7 @@ from .view import ServerView
 
 log = logging.getLogger("zkpy.metrics")
 
-PROMETHEUS_QUANTILES = (0.5, 0.9, 0.99)  # ZooKeeper's PrometheusMetricsProvider's quantiles
+PROMETHEUS_QUANTILES = (0.5, 0.9, 0.99)  # ZooKeeper's provider's quantiles (its BASIC summaries: the first)
 _SUMMARIES = frozenset(DETAILED) | frozenset(BASIC) | {"fsynctime", "sync_processor_batch_size"}
 _PARTS = ("avg_", "min_", "max_", "cnt_", "sum_", "p50_", "p95_", "p99_", "p999_")
 _COUNTERS = frozenset(COUNTERS)
@@ -83,8 +83,8 @@ class ZooKeeperCollector(Collector):
             family = SummaryMetricFamily(name, f"ZooKeeper summary {name}", count_value=int(figures.get("cnt", 0)),
                                          sum_value=figures.get("sum", 0.0))
             summary = metrics.summaries.get(name)
-            if summary is not None and summary.detailed:
-                for q in PROMETHEUS_QUANTILES:
+            if summary is not None:  # (not the fsync worker's, which keeps no samples)
+                for q in PROMETHEUS_QUANTILES if summary.detailed else PROMETHEUS_QUANTILES[:1]:
                     family.add_sample(name, {"quantile": str(q)}, summary.quantile(q))
             yield family
 

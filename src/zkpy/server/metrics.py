@@ -61,8 +61,9 @@ FOLD_AT = 1024  # values a summary holds unfolded at most
 
 
 class Summary:
-    """count, sum, min and max of the values seen (AvgMinMaxCounter); with ``detailed``, also the
-    last ``RESERVOIR`` values, from which the quantiles are read.
+    """count, sum, min and max of the values seen (AvgMinMaxCounter), and the last ``RESERVOIR``
+    values, from which the quantiles are read (mntr prints them for a ``detailed`` one; the
+    Prometheus endpoint gives the median of every one, as ZooKeeper's provider does).
 
     ``add`` only appends to a short list (the request path pays for one append); the figures
     are folded from it when read, or when it reaches ``FOLD_AT`` values."""
@@ -98,15 +99,14 @@ class Summary:
             self._max = high
         self._count += len(pending)
         self._total += sum(pending)
-        if self.detailed:
-            samples = self.samples
-            room = RESERVOIR - len(samples)
-            if room > 0:
-                samples.extend(pending[:room])
-                pending = pending[room:]
-            for value in pending[-RESERVOIR:]:
-                samples[self._next] = value
-                self._next = (self._next + 1) % RESERVOIR
+        samples = self.samples
+        room = RESERVOIR - len(samples)
+        if room > 0:
+            samples.extend(pending[:room])
+            pending = pending[room:]
+        for value in pending[-RESERVOIR:]:
+            samples[self._next] = value
+            self._next = (self._next + 1) % RESERVOIR
 
     @property
     def count(self) -> int:

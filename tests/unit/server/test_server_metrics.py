@@ -31,11 +31,12 @@ def test_summary_figures_after_any_number_of_values() -> None:
             assert summary.quantile(0.5) == 0.0
 
 
-def test_basic_summaries_keep_no_samples() -> None:
+def test_basic_summaries_keep_a_bounded_reservoir_too() -> None:
     summary = Summary()
     for v in range(5000):
         summary.add(v)
-    assert summary.samples == [] and summary.count == 5000 and summary.max == 4999
+    assert len(summary.samples) == RESERVOIR and summary.count == 5000 and summary.max == 4999
+    assert summary.quantile(0.5) >= 5000 - RESERVOIR
 
 
 def test_registry_has_zookeepers_names_and_resets() -> None:
