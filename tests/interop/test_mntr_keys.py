@@ -9,6 +9,7 @@ import re
 from collections.abc import Sequence
 
 import pytest
+from kazoo.client import KazooClient
 from tests.conftest import require_apache
 
 from zkpy.admin.fourletter import MNTR_EXCLUDED, MNTR_EXCLUDED_PATTERNS
@@ -75,8 +76,8 @@ def test_standalone_keys_cover_apache() -> None:
     assert len(a) > 400
     compare(a, z)
     assert z["znode_count"] == a["znode_count"] == "5"
-    assert z["approximate_data_size"] == str(sum(len(p) for p in ("/", "/zookeeper", "/zookeeper/quota",
-                                                                  "/zookeeper/config")))
+    assert z["approximate_data_size"] == a["approximate_data_size"] == str(
+        sum(len(p) for p in ("/", "/zookeeper", "/zookeeper/quota", "/zookeeper/config")))
 
 
 def _leader_mntr(kinds: Sequence[str]) -> dict[str, str]:
@@ -98,3 +99,29 @@ def test_leader_keys_cover_apache() -> None:
     assert z["learners"] == a["learners"] == "2"
     assert z["quorum_size"] == a["quorum_size"] == "3"
     assert int(z["cnt_election_time"]) >= 1 and int(z["looking_count"]) >= 1
+
+
+def test_approximate_data_size_follows_writes_as_apaches() -> None:
+    """The same creates, setDatas and deletes move zk_approximate_data_size alike on both."""
+    require_apache()
+    sizes = {}
+    for kind, start in (("apache", start_apache), ("zkpy", start_zkpy)):
+        server = start(ALL_WORDS)
+        try:
+            client = KazooClient(hosts=server.hosts)
+            client.start()
+            try:
+                client.create("/size", b"abc")
+                client.create("/size/child", b"0123456789")
+                client.create("/size/ephemeral", b"e", ephemeral=True)
+                client.set("/size", b"a longer value")
+                client.set("/size/child", b"")
+                client.create("/gone", b"xyz")
+                client.delete("/gone")
+                sizes[kind] = mntr(server)["approximate_data_size"]
+            finally:
+                client.stop()
+                client.close()
+        finally:
+            server.cleanup()
+    assert sizes["zkpy"] == sizes["apache"]
