@@ -112,6 +112,7 @@ def test_writes_and_connections_move_the_figures(server: tuple[ServerProcess, in
     assert after.count("updatelatency") >= before.count("updatelatency") + 5
     assert after.count("readlatency") > before.count("readlatency")
     assert after.count("fsynctime") > before.count("fsynctime")
+    assert after.count("propagation_latency") >= before.count("propagation_latency") + 5
     assert after.counter("connection_request_count") == before.counter("connection_request_count") + 1
     assert after.counter("bytes_received_count") > before.counter("bytes_received_count")
     assert after.value("znode_count") == before.value("znode_count") + 5
@@ -184,6 +185,7 @@ def test_an_election_moves_the_election_figures() -> None:
             reader.close()
         followed = Scrape(by_port[follower.port])
         assert followed.count("follower_sync_time") >= 1
+        assert followed.count("propagation_latency") >= before.count("propagation_latency") + 3
         assert followed.counter("learner_proposal_received_count") >= before.counter(
             "learner_proposal_received_count") + 3
         assert followed.counter("learner_commit_received_count") >= before.counter(

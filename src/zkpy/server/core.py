@@ -612,6 +612,7 @@ class ServerCore:
 
     def _apply(self, p: Proposal) -> None:
         rc = self.tree.apply(p.hdr, p.txn)
+        self.metrics.propagation_latency.add(self.wall_ms - p.hdr.time)
         if self.on_apply is not None:
             self.on_apply(p.hdr, p.txn)
         self.prep.applied(p.hdr.zxid)

@@ -103,6 +103,7 @@ class LearnerServerCore(ServerCore):
     def apply_committed(self, hdr: TxnHeader, txn: Any) -> None:
         """A committed txn, in zxid order; answer the local client that sent it, if any."""
         rc = self.tree.apply(hdr, txn)
+        self.metrics.propagation_latency.add(self.wall_ms - hdr.time)
         self._deliver_events()
         session = hdr.clientId
         if hdr.type == OpCode.CREATE_SESSION:

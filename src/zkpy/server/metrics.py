@@ -151,6 +151,7 @@ class ServerMetrics:
         # the hot ones, bound once so the request path skips the dict look-up
         self.readlatency = self.summaries["readlatency"]
         self.updatelatency = self.summaries["updatelatency"]
+        self.propagation_latency = self.summaries["propagation_latency"]  # txn time to applied here, per txn
         self.auth_failed = 0  # mntr's zk_auth_failed_count (ServerStats): authentications refused
 
     def count(self, name: str, n: int = 1) -> None:
