@@ -4,8 +4,9 @@
 Every ZooKeeper figure comes from ``fourletter.mntr_values``, read at scrape time, so the scrape
 and ``mntr`` agree by construction; nothing is recorded for Prometheus on the request path.
 Names and types are ZooKeeper's: mntr's plain numbers are gauges (``znode_count``,
-``avg_latency``, ...), ServerMetrics' counters are counters (written ``<name>_total``, as every
-current Prometheus client writes counters; ZooKeeper 3.8's simpleclient 0.9 wrote ``<name>``),
+``avg_latency``, ...), ServerMetrics' counters keep ZooKeeper 3.8's sample names (``<name>``, as its
+simpleclient 0.9 wrote them, so that dashboards' queries find them) and are therefore exposed
+untyped: prometheus_client writes a counter only as ``<name>_total``;
 its summaries are summaries (``<name>_count``, ``<name>_sum``, ``quantile="0.5"``, and for
 ZooKeeper's detailed ones also ``"0.9"`` and ``"0.99"``, as its provider gives them). With
 ``metricsProvider.exportJvmInfo`` (default true) the process and platform collectors of
@@ -24,7 +25,7 @@ from collections.abc import Iterator
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric, SummaryMetricFamily
+from prometheus_client.core import GaugeMetricFamily, Metric, SummaryMetricFamily, UnknownMetricFamily
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
@@ -76,7 +77,7 @@ class ZooKeeperCollector(Collector):
             except ValueError:  # version, server_state, peer_state
                 continue
             if key in _COUNTERS:
-                yield CounterMetricFamily(key, f"ZooKeeper counter {key}", value=number)
+                yield UnknownMetricFamily(key, f"ZooKeeper counter {key}", value=number)
             else:
                 yield GaugeMetricFamily(key, f"ZooKeeper gauge {key}", value=number)
         for name, figures in summaries.items():
