@@ -41,6 +41,7 @@ import click
 from click.core import ParameterSource
 
 from zkpy.admin.fourletter import ask as ask_four_letter_word
+from zkpy.cli.service import alive as pid_alive
 
 ENSEMBLE_FILE = "ensemble.json"
 FORMAT_VERSION = 1
@@ -468,22 +469,12 @@ def _port_in_use(port: int) -> bool:
     return False
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _check_ports_free(ensemble: Ensemble, source: str) -> None:
     for m in ensemble.members:
         for name, port in (("client port", m.client_port), ("peer port", m.peer_port),
                            ("election port", m.election_port)):
             if _port_in_use(port):
-                hint = f"; its recorded pid {m.pid} is still running" if m.pid and _pid_alive(m.pid) else ""
+                hint = f"; its recorded pid {m.pid} is still running" if m.pid and pid_alive(m.pid) else ""
                 raise EnsembleError(f"{source}: server.{m.sid} {name} {port} is in use{hint}")
 
 
