@@ -411,7 +411,11 @@ def test_second_connect_request_is_read_as_an_unknown_opcode(server: ServerProce
     guard = Guard(server)
     with session(server) as conn:
         conn.send_frame(connect_request_bytes())
-        assert outcome(conn, 0) == Outcome(UNIMPLEMENTED, False)
+        frames = conn.wait_closed(10)
+    # Apache closes a moment after the reply, so a ping sent after it can still be answered:
+    # wait for the close instead of probing with a ping.
+    replies = [ReplyHeader.read(f, 0)[0] for f in frames]
+    assert [(r.xid, r.err) for r in replies] == [(0, UNIMPLEMENTED)]
     guard.check("unknown type 0")
 
 
@@ -451,7 +455,8 @@ def test_close_session_really_closes_it(server: ServerProcess) -> None:
     with session(server) as conn:
         sid, passwd = conn.session_id, conn.passwd
         conn.send_request(7, OpCode.CLOSE_SESSION, b"garbage")
-        assert outcome(conn, 7) == Outcome(OK, False)
+        frames = conn.wait_closed(10)
+        assert [(r.xid, r.err) for r in (ReplyHeader.read(f, 0)[0] for f in frames)] == [(7, OK)]
     with RawConn(server.port, timeout=DEADLINE_S) as conn:
         conn.send_frame(connect_request_bytes(session_id=sid, passwd=passwd))
         frames = conn.wait_closed()
