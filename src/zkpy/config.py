@@ -1,9 +1,10 @@
 """Server configuration as frozen dataclasses; zoo.cfg keys map one to one to fields.
 
 ``QuorumConfig`` is the ensemble part of a zoo.cfg (``server.N`` lines, ``initLimit``, ``syncLimit``,
-``peerType``, ``electionAlg``, ``standaloneEnabled``, ``quorumListenOnAllIPs``) plus this server's
-``myid``. Whether it describes an ensemble follows ZooKeeper 3.8: a server runs standalone when the
-list has one participant (or none) and ``standaloneEnabled`` is true; otherwise it is an ensemble.
+``peerType``, ``electionAlg``, ``standaloneEnabled``, ``quorumListenOnAllIPs``, ``group.G``,
+``weight.SID``) plus this server's ``myid``. Whether it describes an ensemble follows ZooKeeper 3.8:
+a server runs standalone when the list has one participant (or none) and ``standaloneEnabled`` is
+true; otherwise it is an ensemble.
 """
 
 from __future__ import annotations
@@ -59,6 +60,11 @@ class QuorumConfig:
     quorum_sync: bool = False
     # the version of the server list: the hex suffix of the dynamicConfigFile's name (0 without one)
     config_version: int = 0
+    # hierarchical quorums (ZooKeeper's QuorumHierarchical): the group.G=sid:sid lines as
+    # (G, sids as written), and the weight.SID=W lines as (SID, W), both in sid / gid order.
+    # Either one non-empty makes the quorum hierarchical (zkpy.quorum.hierarchical checks them).
+    groups: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    weights: tuple[tuple[int, int], ...] = ()
 
     @property
     def participants(self) -> tuple[QuorumServer, ...]:
@@ -67,6 +73,11 @@ class QuorumConfig:
     @property
     def observers(self) -> tuple[QuorumServer, ...]:
         return tuple(s for s in self.servers if s.role is LearnerType.OBSERVER)
+
+    @property
+    def hierarchical(self) -> bool:
+        """Whether zoo.cfg has group or weight lines (ZooKeeper then counts QuorumHierarchical's way)."""
+        return bool(self.groups or self.weights)
 
     @property
     def is_ensemble(self) -> bool:

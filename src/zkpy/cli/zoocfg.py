@@ -3,7 +3,10 @@
 The ensemble keys follow ZooKeeper 3.8 (``QuorumPeerConfig``): ``server.N`` lines of the form
 ``host:peerPort:electionPort[:participant|observer][;[clientHost:]clientPort]`` (an IPv6 host in
 brackets), ``initLimit``, ``syncLimit``, ``peerType``, ``electionAlg``, ``standaloneEnabled`` and
-``quorumListenOnAllIPs``, plus this server's id from ``dataDir/myid``. Reading that file is the
+``quorumListenOnAllIPs``, the hierarchical quorum's ``group.G=sid:sid:...`` and ``weight.SID=W``
+lines (any key starting with ``group`` or ``weight`` is one, as ZooKeeper reads them; the rules a
+group and weight configuration must keep are ``quorum.hierarchical``'s, and what breaks them exits
+naming the line and the file), plus this server's id from ``dataDir/myid``. Reading that file is the
 only I/O here besides reading zoo.cfg itself: ``config_from_properties`` takes a ``MyidReader``,
 so it can be driven with a dict and a fake.
 
@@ -31,6 +34,7 @@ from zkpy.cli.security_keys import SSL_KEYS_WITHOUT_EFFECT, is_security_key, sec
 from zkpy.cli.zoocfg_keys import KEYS, Treatment, refuses, rule_for
 from zkpy.config import LearnerType, QuorumConfig, QuorumServer, ServerConfig
 from zkpy.ids import ServerId
+from zkpy.quorum.hierarchical import HierarchyError, QuorumHierarchical
 
 log = logging.getLogger("zkpy.config")
 
@@ -144,6 +148,7 @@ def config_from_properties(props: dict[str, str], source: str, read_myid: MyidRe
     values: dict[str, Any] = {}
     quorum_values: dict[str, Any] = {}
     servers: dict[ServerId, tuple[str, QuorumServer]] = {}
+    hierarchy = _Hierarchy(source)
     warn = _warner(source)
     dynamic = props.get("dynamicConfigFile")
     if dynamic is not None:
@@ -155,11 +160,12 @@ def config_from_properties(props: dict[str, str], source: str, read_myid: MyidRe
         if quorum_values["config_version"]:
             log.info("%s: configuration version 0x%x (from the file name)", dynamic_source,
                      quorum_values["config_version"])
+        hierarchy.source = dynamic_source
         for key, value in dynamic_props.items():
             if key.startswith("server."):
                 _add_server(dynamic_source, key, value, servers)
             else:
-                _check_rule(dynamic_source, key, value, warn)  # group and weight lines are refused
+                hierarchy.add(key, value)  # _read_dynamic let through only server, group and weight lines
     autocreate = True
     for key, value in props.items():
         if key in _INT_KEYS:
@@ -176,6 +182,8 @@ def config_from_properties(props: dict[str, str], source: str, read_myid: MyidRe
             quorum_values["peer_type"] = LearnerType(value.lower())
         elif key.startswith("server."):
             _add_server(source, key, value, servers)
+        elif key.startswith(("group", "weight")):
+            hierarchy.add(key, value)
         elif key in _STR_KEYS:
             if not value:
                 raise ConfigError(f"{source}: {key} is empty")
@@ -228,13 +236,17 @@ def config_from_properties(props: dict[str, str], source: str, read_myid: MyidRe
                     values["autopurge_snap_retain_count"])
         values["autopurge_snap_retain_count"] = 3
     if servers:
+        quorum_values["groups"], quorum_values["weights"] = hierarchy.lines()
         quorum = _quorum_config(source, props, values, quorum_values, [s for _, s in servers.values()], read_myid)
+        hierarchy.check(quorum)
         values["quorum"] = quorum
         if quorum.is_ensemble:
             assert quorum.my_id is not None
             values["server_id"] = quorum.my_id
     elif quorum_values.get("standalone_enabled") is False:
         raise ConfigError(f"{source}: standaloneEnabled=false needs server.N lines with at least one participant")
+    elif hierarchy.keys:
+        raise ConfigError(f"{hierarchy.source}: {hierarchy.keys[0]}: group and weight lines need server.N lines")
     try:
         values.update(security_config(props, _warner(source), _read_text, read_sasl_section, jaas_path))
         if "secure_client_port" in values and "client_port" not in values:
@@ -279,6 +291,71 @@ def _check_rule(source: str, key: str, value: str, warn: Callable[[str, str], No
             warn(key, rule.detail)
     else:
         raise AssertionError(f"zoocfg_keys says zkpy honours {name}, but zoocfg does not read {key}")
+
+
+class _Hierarchy:
+    """The group and weight lines of one config, read as ZooKeeper's QuorumHierarchical reads them:
+    ``group.G=sid:sid:...`` and ``weight.SID=W``, numbers in decimal. ``source`` is the file they
+    are in (zoo.cfg, or the dynamic config file)."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.keys: list[str] = []
+        self._groups: dict[int, tuple[str, tuple[int, ...]]] = {}
+        self._weights: dict[int, tuple[str, int]] = {}
+
+    def _number(self, key: str, value: str, text: str, what: str) -> int:
+        if not _DIGITS.fullmatch(text):
+            raise ConfigError(f"{self.source}: {key}={value}: {what} {text!r} is not a number")
+        return int(text)
+
+    def add(self, key: str, value: str) -> None:
+        self.keys.append(key)
+        kind, dot, suffix = key.partition(".")
+        if kind not in ("group", "weight") or not dot:
+            raise ConfigError(f"{self.source}: {key}={value}: expected group.G=sid:sid:... or weight.SID=W")
+        if kind == "group":
+            gid = self._number(key, value, suffix, "group id")
+            parts = value.split(":")
+            while len(parts) > 1 and not parts[-1]:
+                parts.pop()  # Java's String.split drops trailing empty strings
+            sids = tuple(self._number(key, value, part, "server id") for part in parts)
+            if gid in self._groups:
+                raise ConfigError(f"{self.source}: {key} and {self._groups[gid][0]} both name group {gid}")
+            self._groups[gid] = (key, sids)
+        else:
+            sid = self._number(key, value, suffix, "server id")
+            text = value.strip()
+            if text.startswith("-") and _DIGITS.fullmatch(text[1:]):
+                raise ConfigError(f"{self.source}: {key}={value}: a weight must not be negative")
+            weight = self._number(key, value, text, "weight")
+            if sid in self._weights:
+                raise ConfigError(f"{self.source}: {key} and {self._weights[sid][0]} both weigh server {sid}")
+            self._weights[sid] = (key, weight)
+
+    def lines(self) -> tuple[tuple[tuple[int, tuple[int, ...]], ...], tuple[tuple[int, int], ...]]:
+        """QuorumConfig's ``groups`` and ``weights``."""
+        return (tuple((gid, sids) for gid, (_, sids) in sorted(self._groups.items())),
+                tuple((sid, w) for sid, (_, w) in sorted(self._weights.items())))
+
+    def check(self, quorum: QuorumConfig) -> None:
+        """Refuse what ZooKeeper would not run (naming the line); WARN about lines that do not do
+        what they seem to."""
+        if not quorum.hierarchical:
+            return
+        try:
+            verifier = QuorumHierarchical.of_config(quorum)
+        except HierarchyError as exc:
+            raise ConfigError(f"{self.source}: {self._written(exc.key)}: {exc.message}") from None
+        for key, why in verifier.oddities():
+            log.warning("%s: %s: %s", self.source, self._written(key), why)
+
+    def _written(self, key: str) -> str:
+        """A key as the file spells it (``group.01`` for the ``group.1`` the verifier names)."""
+        kind, _, number = key.partition(".")
+        table: dict[int, Any] = self._groups if kind == "group" else self._weights if kind == "weight" else {}
+        found = table.get(int(number)) if number.isdigit() else None
+        return found[0] if found is not None else key
 
 
 def _add_server(source: str, key: str, value: str, servers: dict[ServerId, tuple[str, QuorumServer]]) -> None:

@@ -137,10 +137,10 @@ KEYS: dict[str, KeyRule] = {
                                  "quorum.quorum_sync", "bool"),
     "reconfigEnabled": _none("zkpy refuses every reconfig request (ReconfigDisabled), as ZooKeeper does "
                              "with reconfigEnabled=false", "false"),
-    "group.N": _refused("hierarchical quorums are not implemented: zkpy counts a majority of voters and "
-                        "would disagree with the other members about what a quorum is"),
-    "weight.N": _refused("weighted quorums are not implemented: zkpy counts a majority of voters and "
-                         "would disagree with the other members about what a quorum is"),
+    "group.N": _honoured("hierarchical quorums (QuorumHierarchical): group.G=sid:sid:... puts servers in a "
+                         "group; a quorum is a weighted majority in a majority of the groups", "quorum.groups"),
+    "weight.N": _honoured("weight.SID=W weighs a server in its group (default 1; 0: never leads)",
+                          "quorum.weights"),
     "oraclePath": _refused("the quorum oracle (QuorumOracleMaj) is not implemented: zkpy would disagree with "
                            "the other members about what a quorum is"),
     "multiAddress.enabled": _none("zkpy reads one address per server.N line; a line with several "

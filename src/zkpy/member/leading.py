@@ -18,7 +18,7 @@ from zkpy.errors import ProtocolError
 from zkpy.ids import make_zxid
 from zkpy.quorum import leader as zl
 from zkpy.quorum.sync import CommittedLog, LoggedTxn
-from zkpy.quorum.verifier import QuorumMaj
+from zkpy.quorum.verifier import QuorumVerifier
 from zkpy.ratelimit import LogLimiter
 from zkpy.server.leader import LeaderServerCore
 from zkpy.server.outputs import CheckQuorum, Propose, ServerOutput
@@ -39,7 +39,7 @@ class LeadingCore(TermCore):
     role = "leader"
     server: LeaderServerCore | None
 
-    def __init__(self, config: ServerConfig, verifier: QuorumMaj, history: History, *, accepted_epoch: int,
+    def __init__(self, config: ServerConfig, verifier: QuorumVerifier, history: History, *, accepted_epoch: int,
                  current_epoch: int, config_data: bytes, now_ms: int, wall_ms: int, trace: bool = False,
                  log: Log = lambda _m: None) -> None:
         super().__init__(now_ms, wall_ms, trace=trace, log=log)

@@ -9,6 +9,9 @@ Semantics (FastLeaderElection.lookForLeader and its WorkerReceiver, QuorumPeer's
 
 - A vote is (leader, zxid, election epoch, peer epoch). Votes are ordered by peer epoch, then
   zxid, then sid (totalOrderPredicate); the election epoch (the *logical clock*) numbers rounds.
+  A vote for a server of weight 0 (``verifier.weight``) is never better than any: it never leads.
+- Whether votes form a quorum is the verifier's rule (majority, or QuorumHierarchical's groups and
+  weights), for the current config and, when newer, the next one.
 - ``start`` opens a round: the logical clock goes up by one and the proposal is my own vote
   (sid, last logged zxid, current epoch). A server that is not a voting member proposes sid
   ``NO_SID``; an observer also proposes zxid and peer epoch ``NO_SID`` (Long.MIN_VALUE), so it never
@@ -40,7 +43,7 @@ Vote agreement for quorum counting is ZooKeeper's Vote.equals: if either vote is
 four numbers must match; between votes of established servers only the leader (and the peer
 epoch, unless exactly one of the two notifications predates the version field) is compared.
 
-Not implemented: weights (QuorumHierarchical) and the oracle (QuorumOracleMaj); acting on a newer
+Not implemented: the oracle (QuorumOracleMaj); acting on a newer
 config carried in a notification (reconfig restarts the election: the shell's business).
 """
 
@@ -53,7 +56,7 @@ from collections.abc import Mapping
 
 from zkpy.wire.quorum import Notification, ServerState
 
-from .verifier import QuorumMaj
+from .verifier import QuorumVerifier
 
 FINALIZE_WAIT_MS = 200  # FastLeaderElection.finalizeWait
 MIN_NOTIFICATION_INTERVAL_MS = FINALIZE_WAIT_MS  # zookeeper.fastleader.minNotificationInterval default
@@ -100,7 +103,8 @@ class Vote:
 def better_vote(
     new_leader: int, new_zxid: int, new_epoch: int, cur_leader: int, cur_zxid: int, cur_epoch: int
 ) -> bool:
-    """totalOrderPredicate with every weight 1: (peer epoch, zxid, sid) of the new vote is larger."""
+    """totalOrderPredicate between voters of positive weight: (peer epoch, zxid, sid) of the new vote
+    is larger. ``Election`` first refuses a new vote for a server of weight 0."""
     return (new_epoch, new_zxid, new_leader) > (cur_epoch, cur_zxid, cur_leader)
 
 
@@ -142,13 +146,13 @@ class Election:
     def __init__(
         self,
         sid: int,
-        verifier: QuorumMaj,
+        verifier: QuorumVerifier,
         *,
         last_zxid: int,
         current_epoch: int,
         logical_clock: int = 0,
         learner_type: LearnerType = LearnerType.PARTICIPANT,
-        next_verifier: QuorumMaj | None = None,
+        next_verifier: QuorumVerifier | None = None,
         config_data: bytes = b"",
     ) -> None:
         self.sid = sid
@@ -275,7 +279,7 @@ class Election:
     def _look(self, sid: int, n: Notification) -> None:
         p = self.proposal
         if self._phase is _Phase.FINALIZING:
-            if not better_vote(n.leader, n.zxid, n.peer_epoch, p.leader, p.zxid, p.peer_epoch):
+            if not self._better(n.leader, n.zxid, n.peer_epoch, p.leader, p.zxid, p.peer_epoch):
                 self._finalize_at_ms = self.now_ms + FINALIZE_WAIT_MS  # dropped; the wait starts over
                 return
             self._phase = _Phase.LOOKING  # a better vote: back to the loop, which takes it next
@@ -295,14 +299,14 @@ class Election:
             self.logical_clock = n.election_epoch
             self._recvset.clear()
             mine = self._initial_vote()
-            if better_vote(n.leader, n.zxid, n.peer_epoch, mine.leader, mine.zxid, mine.peer_epoch):
+            if self._better(n.leader, n.zxid, n.peer_epoch, mine.leader, mine.zxid, mine.peer_epoch):
                 self.proposal = Vote(n.leader, n.zxid, -1, n.peer_epoch)
             else:
                 self.proposal = mine
             self._send_notifications()
         elif n.election_epoch < self.logical_clock:
             return
-        elif better_vote(n.leader, n.zxid, n.peer_epoch, *self._proposal_key()):
+        elif self._better(n.leader, n.zxid, n.peer_epoch, *self._proposal_key()):
             self.proposal = Vote(n.leader, n.zxid, -1, n.peer_epoch)
             self._send_notifications()
         self._recvset[sid] = Vote(n.leader, n.zxid, n.election_epoch, n.peer_epoch)
@@ -357,6 +361,13 @@ class Election:
         if self.learner_type is LearnerType.PARTICIPANT:
             return Vote(sid, self.last_zxid, -1, self.current_epoch)
         return Vote(sid, NO_SID, -1, NO_SID)
+
+    def _better(self, new_leader: int, new_zxid: int, new_epoch: int, cur_leader: int, cur_zxid: int,
+                cur_epoch: int) -> bool:
+        """totalOrderPredicate: a server of weight 0 in the current config never wins."""
+        if self.verifier.weight(new_leader) == 0:
+            return False
+        return better_vote(new_leader, new_zxid, new_epoch, cur_leader, cur_zxid, cur_epoch)
 
     def _proposal_key(self) -> tuple[int, int, int]:
         return self.proposal.leader, self.proposal.zxid, self.proposal.peer_epoch

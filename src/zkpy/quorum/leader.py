@@ -44,7 +44,7 @@ from zkpy.wire.proto import Id
 from zkpy.wire.quorum import LEARNER_PROTOCOL_VERSION, LearnerInfo, PacketType, QuorumPacket
 
 from .sync import CommittedLog, LoggedTxn, SyncKind, plan_sync
-from .verifier import QuorumMaj
+from .verifier import QuorumVerifier
 from .zab import Failed as Failed
 from .zab import SetAcceptedEpoch as SetAcceptedEpoch
 from .zab import SetCurrentEpoch as SetCurrentEpoch
@@ -204,7 +204,7 @@ class Outstanding:
 class Leader:
     """One leader term. See the module doc for the rules it follows."""
 
-    def __init__(self, sid: int, verifier: QuorumMaj, *, accepted_epoch: int, current_epoch: int,
+    def __init__(self, sid: int, verifier: QuorumVerifier, *, accepted_epoch: int, current_epoch: int,
                  last_zxid: int, committed: CommittedLog, now_ms: int, tick_ms: int, init_limit: int,
                  sync_limit: int, config_data: bytes = b"", quorum_sync: bool = False) -> None:
         self.sid = sid

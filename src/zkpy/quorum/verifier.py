@@ -1,26 +1,31 @@
-"""The majority quorum verifier (QuorumMaj): who votes, and when a set of acks is a quorum.
+"""Quorum verifiers: who votes, and when a set of acks is a quorum; the majority one (QuorumMaj).
 
-Invariants owned here:
+``QuorumVerifier`` is the protocol every caller that counts a quorum is typed against (the election,
+the leader's discovery, NEWLEADER, commit and sync-limit checks); ``quorum_verifier`` picks the
+verifier a zoo.cfg asks for: ``hierarchical.QuorumHierarchical`` with group or weight lines, as
+ZooKeeper 3.8 does, QuorumMaj otherwise.
+
+Invariants owned by QuorumMaj:
 - Only participants vote; observers are members but never count towards a quorum.
 - A set of sids is a quorum when it holds more than half of the voting members (``half`` is
   ``len(voting) // 2``, so 3 voters need 2, 4 need 3, 5 need 3). Sids that are not voting
   members are ignored, as ZooKeeper's SyncedLearnerTracker only records acks from voters.
-- Every voter weighs 1 (QuorumMaj.getWeight); hierarchical (weighted, grouped) quorums and
-  the 2-node oracle (QuorumOracleMaj) are not implemented.
+- Every voter weighs 1 (QuorumMaj.getWeight). The 2-node oracle (QuorumOracleMaj) is not implemented.
 
-``config_string`` renders a configuration the way ZooKeeper 3.8's QuorumMaj.toString does; every
+``config_string`` renders a configuration the way ZooKeeper 3.8's QuorumVerifier.toString does; every
 election notification carries it and Apache ZooKeeper parses it back (a version newer than its own
 makes it reconfigure), so the bytes must be what a 3.8 server with the same zoo.cfg would send:
 
-    config  := { "server." sid "=" member "\n" } "version=" hex(version)       (no final newline)
+    config  := { "server." sid "=" member "\n" } [ hierarchy ] "version=" hex(version)  (no final newline)
     member  := host ":" peerPort ":" electionPort ":" ("participant" | "observer")
                [ ";" clientHost ":" clientPort ]   (only when the line has its own ";client" part)
     host    := InetSocketAddress.getHostString(): a name as written, an IP literal as Java prints
                it (IPv6 as eight unabbreviated groups, in brackets)
     clientHost := the same, "0.0.0.0" when the ";client" part gives only a port
 
-Members come in java.util.HashMap order over the Long sids (bucket by hash, then, for sids that
-share a bucket, ascending sid, where Java would use the order zoo.cfg's properties came in).
+    hierarchy  := QuorumHierarchical's group and weight lines (``hierarchical.config_lines``)
+
+Members come in java.util.HashMap order over the Long sids (``java_order``).
 """
 
 from __future__ import annotations
@@ -28,8 +33,35 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 from collections.abc import Iterable
+from typing import Protocol
 
 from zkpy.config import LearnerType, QuorumConfig, QuorumServer
+
+from .hierarchical import QuorumHierarchical, config_lines
+from .java_order import java_hashmap_order
+
+
+class QuorumVerifier(Protocol):
+    """What ZooKeeper's QuorumVerifier answers: the members, their weights, and whether a set of
+    sids is a quorum (only voters count). QuorumMaj and QuorumHierarchical implement it."""
+
+    @property
+    def voting(self) -> frozenset[int]: ...
+
+    @property
+    def observers(self) -> frozenset[int]: ...
+
+    @property
+    def version(self) -> int: ...
+
+    @property
+    def members(self) -> frozenset[int]: ...
+
+    def is_voter(self, sid: int) -> bool: ...
+
+    def weight(self, sid: int) -> int: ...
+
+    def contains_quorum(self, acks: Iterable[int]) -> bool: ...
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -74,8 +106,16 @@ class QuorumMaj:
 
 
 def quorum_maj(quorum: QuorumConfig, version: int = 0) -> QuorumMaj:
-    """The verifier of a zoo.cfg ensemble: participants vote, observers do not."""
+    """The majority verifier of a zoo.cfg ensemble: participants vote, observers do not."""
     return QuorumMaj.of((s.sid for s in quorum.participants), (s.sid for s in quorum.observers), version)
+
+
+def quorum_verifier(quorum: QuorumConfig, version: int = 0) -> QuorumVerifier:
+    """The verifier a zoo.cfg ensemble asks for: QuorumHierarchical when it has group or weight
+    lines (raises ``hierarchical.HierarchyError`` for ones ZooKeeper would not run), else QuorumMaj."""
+    if quorum.hierarchical:
+        return QuorumHierarchical.of_config(quorum, version)
+    return quorum_maj(quorum, version)
 
 
 def host_string(host: str) -> str:
@@ -105,24 +145,8 @@ def address_string(host: str, port: int) -> str:
     return f"{delimited_host(host)}:{port}"
 
 
-def _java_hashmap_order(sids: Iterable[int]) -> list[int]:
-    """The iteration order of a java.util.HashMap<Long, _> holding ``sids`` (default capacity 16,
-    doubled past a 0.75 load); sids sharing a bucket are taken in ascending order."""
-    ordered = sorted(sids)
-    capacity = 16
-    while len(ordered) > capacity * 3 // 4:
-        capacity *= 2
-
-    def bucket(sid: int) -> int:
-        v = sid & 0xFFFF_FFFF_FFFF_FFFF
-        h = (v ^ (v >> 32)) & 0xFFFF_FFFF  # Long.hashCode
-        return (h ^ (h >> 16)) & (capacity - 1)  # HashMap.hash, then the table index
-
-    return sorted(ordered, key=bucket)  # stable: ascending sid within a bucket
-
-
 def config_string(quorum: QuorumConfig, version: int | None = None) -> str:
-    """QuorumMaj.toString of a static zoo.cfg ensemble (see the module docstring for the grammar).
+    """QuorumVerifier.toString of a zoo.cfg ensemble (see the module docstring for the grammar).
 
     Client parts appear only for lines that carry their own ``;client`` part: ZooKeeper copies the
     static clientPort into this server's own entry but marks it as not to be printed."""
@@ -130,11 +154,11 @@ def config_string(quorum: QuorumConfig, version: int | None = None) -> str:
         version = quorum.config_version
     by_sid: dict[int, QuorumServer] = {s.sid: s for s in quorum.servers}
     lines = []
-    for sid in _java_hashmap_order(by_sid):
+    for sid in java_hashmap_order(by_sid):
         s = by_sid[sid]
         role = "observer" if s.role is LearnerType.OBSERVER else "participant"
         member = f"{delimited_host(s.host)}:{s.peer_port}:{s.election_port}:{role}"
         if s.client_port is not None:
             member += f";{delimited_host(s.client_host or '0.0.0.0')}:{s.client_port}"
         lines.append(f"server.{sid}={member}\n")
-    return "".join(lines) + f"version={version & 0xFFFF_FFFF_FFFF_FFFF:x}"
+    return "".join(lines) + config_lines(quorum) + f"version={version & 0xFFFF_FFFF_FFFF_FFFF:x}"

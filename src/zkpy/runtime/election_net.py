@@ -51,7 +51,7 @@ from zkpy.config import LearnerType as ConfigLearnerType
 from zkpy.config import QuorumServer, ServerConfig
 from zkpy.errors import ProtocolError
 from zkpy.quorum.election import Decision, Election, ElectionError, LearnerType
-from zkpy.quorum.verifier import address_string, config_string, quorum_maj
+from zkpy.quorum.verifier import address_string, config_string, quorum_verifier
 from zkpy.ratelimit import LogLimiter
 from zkpy.runtime.quorum_auth import QuorumAuthError, authenticate_to, check_peer
 from zkpy.wire.quorum import (
@@ -121,7 +121,7 @@ class ElectionService:
         self._me: QuorumServer = quorum.me
         learner_type = LearnerType.OBSERVER if self._me.role is ConfigLearnerType.OBSERVER else LearnerType.PARTICIPANT
         self.config_data = config_string(quorum).encode("utf-8")
-        self._election = Election(self.sid, quorum_maj(quorum), last_zxid=last_zxid, current_epoch=current_epoch,
+        self._election = Election(self.sid, quorum_verifier(quorum), last_zxid=last_zxid, current_epoch=current_epoch,
                                   logical_clock=logical_clock, learner_type=learner_type,
                                   config_data=self.config_data)
         self._cnx_timeout_s = cnx_timeout_ms / 1000

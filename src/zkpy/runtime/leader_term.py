@@ -16,7 +16,7 @@ from zkpy.member import effects as fx
 from zkpy.member.history import History
 from zkpy.member.leading import LeadingCore
 from zkpy.member.quorum_auth import QuorumAuthServer, Verdict
-from zkpy.quorum.verifier import QuorumMaj, config_string
+from zkpy.quorum.verifier import QuorumVerifier, config_string
 from zkpy.ratelimit import LogLimiter
 from zkpy.runtime.quorum_auth import new_auth_server
 from zkpy.runtime.term import Term, TermHost, log, now_ms, wall_ms
@@ -91,7 +91,7 @@ class LearnerLink(asyncio.Protocol):
 class LeaderTerm(Term):
     role = "leader"
 
-    def __init__(self, host: TermHost, verifier: QuorumMaj, history: History, accepted: int, current: int) -> None:
+    def __init__(self, host: TermHost, verifier: QuorumVerifier, history: History, accepted: int, current: int) -> None:
         super().__init__(host)
         self.core: LeadingCore = LeadingCore(host.config, verifier, history, accepted_epoch=accepted,
                                              current_epoch=current,

@@ -34,7 +34,7 @@ from zkpy.admin.tls import quorum_tls
 from zkpy.admin.view import Summary
 from zkpy.config import LearnerType, ServerConfig
 from zkpy.member.history import History
-from zkpy.quorum.verifier import QuorumMaj
+from zkpy.quorum.verifier import quorum_verifier
 from zkpy.runtime.banner import serving_line
 from zkpy.runtime.clientport import ClientPort, ServesClients
 from zkpy.runtime.election_net import ElectionService
@@ -66,8 +66,7 @@ class QuorumPeer(ServesClients):
         self.sid = int(self.quorum.my_id)  # type: ignore[arg-type]
         me = self.quorum.me
         self.observer = me is not None and me.role is LearnerType.OBSERVER
-        self.verifier = QuorumMaj.of([s.sid for s in self.quorum.participants],
-                                     [s.sid for s in self.quorum.observers])
+        self.verifier = quorum_verifier(self.quorum)
         self.disk = OsDisk(faults, config.force_sync)
         self.dirs = DataDirs.of(config.data_dir, config.data_log_dir)
         self.clients = ClientPort(config, self, self.schedule_flush)

@@ -149,7 +149,7 @@ HONOURED_SAMPLES: dict[str, tuple[str, str, object]] = {
 }
 THREE = {"server.1": "127.0.0.1:2888:3888", "server.2": "127.0.0.1:2889:3889", "server.3": "127.0.0.1:2890:3890",
          "initLimit": "10", "syncLimit": "5"}
-ONLY_WITH_SERVERS = {"server.N", "dynamicConfigFile"}
+ONLY_WITH_SERVERS = {"server.N", "dynamicConfigFile", "group.N", "weight.N"}  # group/weight: test_zoocfg_hierarchy
 
 
 def myid(text: str | None) -> MyidReader:
@@ -268,8 +268,6 @@ def test_an_unknown_key_is_accepted_with_one_warning_as_zookeeper_accepts_it(
 # --- refused: safety is never silently ignored --------------------------------------------------
 
 @pytest.mark.parametrize(("key", "value", "reason"), [
-    ("group.1", "1:2:3", "majority"),
-    ("weight.2", "3", "majority"),
     ("oraclePath", "/tmp/oracle", "quorum"),
     ("skipACL", "yes", "ACL"),
     ("db.autocreate", "false", "acknowledged"),
@@ -345,7 +343,7 @@ def test_server_lines_in_zoo_cfg_and_a_dynamic_file_are_refused_as_zookeeper_ref
 @pytest.mark.parametrize(("text", "needle"), [
     (DYNAMIC + "version=100000000\n", "version"),
     (DYNAMIC + "tickTime=2000\n", "tickTime"),
-    (DYNAMIC + "group.1=1:2:3\n", "majority"),
+    (DYNAMIC + "group.1=1:2:3\ngroup.2=3\n", "group.2"),
     (DYNAMIC.replace("2888:3888", "2888:x"), "server.1"),
 ])
 def test_a_bad_dynamic_file_is_refused_naming_it(text: str, needle: str) -> None:

@@ -95,12 +95,6 @@ def test_no_server_lines_means_no_quorum() -> None:
     assert cfg.quorum is None and cfg.server_id == 0
 
 
-@pytest.mark.parametrize("key", ["group.1", "weight.1"])
-def test_group_and_weight_keys_are_refused_since_zkpy_counts_majorities(key: str) -> None:
-    message = refused({**THREE, key: "1:2:3" if key.startswith("group") else "1"}, "1")
-    assert key in message and "majority" in message
-
-
 def test_myid_first_line_is_the_id_and_becomes_server_id() -> None:
     cfg = parse(THREE, "3\nanything after the first line\n")
     assert cfg.quorum is not None and cfg.quorum.my_id == 3 and cfg.server_id == 3

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from zkpy.quorum.verifier import QuorumMaj
+from zkpy.quorum.verifier import QuorumVerifier, quorum_verifier
 from zkpy.wire.jute import Record
 from zkpy.wire.quorum import PacketType, QuorumPacket
 
@@ -67,9 +67,8 @@ class Cluster:
         self.stats: Counter[str] = Counter()
         self.trace: deque[tuple[int, int, str, Any]] = deque(maxlen=400)
         sids = list(range(1, self.config.nodes + 1))
-        voters = len(sids) - self.config.observers
-        self.verifier = QuorumMaj.of(sids[:voters], sids[voters:])
         self.nodes = {sid: SimNode(self, sid) for sid in sids}
+        self.verifier: QuorumVerifier = quorum_verifier(self.nodes[1].quorum)
         self.net = Network(self.sched, self.nodes, self.rng, self.config.delays)
         self.checker = Checker(seed, self.sched)
         self.workload = Workload(self, self.rng, self.config.clients, self.config.session_timeout_ms,

@@ -15,12 +15,15 @@ WORKAROUNDS: frozenset[str] = frozenset()
 
 @dataclass(frozen=True, slots=True)
 class SimConfig:
-    """One simulated ensemble: its size, zoo.cfg-like timing (tickTime, initLimit, syncLimit in
+    """One simulated ensemble: its size and quorum (groups and weights), zoo.cfg-like timing (tickTime, initLimit, syncLimit in
     ticks), the clients' session timeout, when the log rolls (snapCount), the latency of fsyncs
     and messages, the client load, and which workarounds the simulated shell applies."""
 
     nodes: int = 3
     observers: int = 0  # how many of the highest sids are observers (they never vote)
+    # zoo.cfg's group.G / weight.SID lines as QuorumConfig holds them (empty: a majority quorum)
+    groups: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    weights: tuple[tuple[int, int], ...] = ()
     tick_ms: int = 200
     init_limit: int = 10
     sync_limit: int = 5

@@ -30,7 +30,7 @@ from zkpy.quorum import leader as zl
 from zkpy.quorum import learner as zf
 from zkpy.quorum.election import Election
 from zkpy.quorum.sync import DEFAULT_COMMITTED_LOG, LoggedTxn
-from zkpy.quorum.verifier import QuorumMaj
+from zkpy.quorum.verifier import QuorumVerifier
 from zkpy.server.connection import Connection
 from zkpy.server.core import ServerCore
 from zkpy.storage.files import DataDirs
@@ -57,7 +57,7 @@ class Ensemble(Protocol):
     def config(self) -> SimConfig: ...
 
     @property
-    def verifier(self) -> QuorumMaj: ...
+    def verifier(self) -> QuorumVerifier: ...
 
     @property
     def net(self) -> Network: ...
