@@ -378,11 +378,17 @@ def _sync_crashes(cluster: Cluster, plan: Plan, p: float) -> PacketHook:
     return hook
 
 
+Hierarchy = tuple[tuple[tuple[int, tuple[int, ...]], ...], tuple[tuple[int, int], ...]]
+
+
 def run_seed(seed: int, *, nodes: int | None = None, faults: Iterable[str] | None = None,
-             chaos_ms: int | None = None, converge_ms: int = 40_000) -> RunResult:
-    """One random run; raises InvariantViolation or LivenessFailure (with the seed) on failure."""
+             chaos_ms: int | None = None, converge_ms: int = 40_000, hierarchy: Hierarchy | None = None) -> RunResult:
+    """One random run; raises InvariantViolation or LivenessFailure (with the seed) on failure.
+    ``hierarchy``: the ensemble's (groups, weights) as QuorumConfig holds them (with ``nodes``)."""
     rng = random.Random(seed)
     config, plan = choose(rng, nodes, faults, chaos_ms)
+    if hierarchy is not None:
+        config = replace(config, groups=hierarchy[0], weights=hierarchy[1])
     cluster = Cluster(seed, config, rng)
     if "crash" in plan.faults or "torn" in plan.faults:
         cluster.packet_hooks.append(_sync_crashes(cluster, plan, 0.04))
