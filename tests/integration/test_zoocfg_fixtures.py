@@ -193,12 +193,12 @@ def test_a_refused_key_in_a_fixture_exits_2_naming_key_and_file(root: Path) -> N
                                         **{f"peerPort{i}": str(20000 + i) for i in (1, 2, 3)},
                                         **{f"electionPort{i}": str(21000 + i) for i in (1, 2, 3)}})
     cfg = root / "zoo.cfg"
-    cfg.write_text(text + "weight.1=2\n", encoding="utf-8")
+    cfg.write_text(text + "skipACL=yes\n", encoding="utf-8")
     result = subprocess.run([sys.executable, "-m", "zkpy.cli.main", "server", str(cfg)], cwd=root,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2, result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("zkpy: ")]
-    assert len(errors) == 1 and "weight.1" in errors[0] and str(cfg) in errors[0], result.stderr
+    assert len(errors) == 1 and "skipACL" in errors[0] and str(cfg) in errors[0], result.stderr
 
 
 @pytest.mark.parametrize(("args", "lines"), [((), 1), (("--address", "127.0.0.1"), 0)])

@@ -237,8 +237,8 @@ def config_from_properties(props: dict[str, str], source: str, read_myid: MyidRe
         values["autopurge_snap_retain_count"] = 3
     if servers:
         quorum_values["groups"], quorum_values["weights"] = hierarchy.lines()
+        hierarchy.check([s for _, s in servers.values()])  # before myid, as ZooKeeper checks them
         quorum = _quorum_config(source, props, values, quorum_values, [s for _, s in servers.values()], read_myid)
-        hierarchy.check(quorum)
         values["quorum"] = quorum
         if quorum.is_ensemble:
             assert quorum.my_id is not None
@@ -338,9 +338,11 @@ class _Hierarchy:
         return (tuple((gid, sids) for gid, (_, sids) in sorted(self._groups.items())),
                 tuple((sid, w) for sid, (_, w) in sorted(self._weights.items())))
 
-    def check(self, quorum: QuorumConfig) -> None:
+    def check(self, servers: list[QuorumServer]) -> None:
         """Refuse what ZooKeeper would not run (naming the line); WARN about lines that do not do
         what they seem to."""
+        groups, weights = self.lines()
+        quorum = QuorumConfig(tuple(sorted(servers, key=lambda s: s.sid)), groups=groups, weights=weights)
         if not quorum.hierarchical:
             return
         try:
