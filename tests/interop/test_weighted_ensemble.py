@@ -12,7 +12,7 @@ weight lines (a different text would make an Apache member think the config chan
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from kazoo.client import KazooClient
@@ -59,9 +59,9 @@ def modes(servers: list[ServerProcess], sids: tuple[int, ...]) -> dict[int, str 
     return {sid: server_mode(member(servers, sid)) for sid in sids}
 
 
-def wait_until(pred: object, what: str, deadline_s: float = 30.0) -> None:
+def wait_until(pred: Callable[[], bool], what: str, deadline_s: float = 30.0) -> None:
     deadline = time.monotonic() + deadline_s
-    while not pred():  # type: ignore[operator]
+    while not pred():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.05)
 

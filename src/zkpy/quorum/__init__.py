@@ -18,7 +18,8 @@ from .election import (
     Vote,
     better_vote,
 )
-from .verifier import QuorumMaj
+from .hierarchical import QuorumHierarchical
+from .verifier import QuorumMaj, QuorumVerifier
 
 __all__ = [
     "FINALIZE_WAIT_MS",
@@ -29,7 +30,9 @@ __all__ = [
     "Election",
     "ElectionError",
     "LearnerType",
+    "QuorumHierarchical",
     "QuorumMaj",
+    "QuorumVerifier",
     "Ready",
     "Send",
     "Vote",
