@@ -72,6 +72,19 @@ def test_a_weighted_quorum_without_a_plain_majority_keeps_writing() -> None:
     assert s.everywhere("/before") and s.everywhere("/two-of-five")
 
 
+def test_a_server_of_weight_zero_never_leads() -> None:
+    groups, weights = ZERO
+    s = Script(config=dataclasses.replace(SCRIPT, nodes=5, groups=groups, weights=weights))
+    assert s.converge().sid == 4  # with equal logs the highest sid would lead: 5 weighs 0
+    s.open_session(1)
+    s.create(1, "/a")
+    s.wait(lambda: s.acked("/a"), "/a")
+    s.c.crash(4)  # no quorum without 4; back, it leads again, and 5 still never does
+    s.c.restart(4)
+    assert s.converge().sid == 4
+    s.final()
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_random_runs_with_groups_and_weights_keep_every_invariant(seed: int) -> None:
     hierarchy = ACCEPTANCE if seed % 2 == 0 else ZERO
