@@ -36,6 +36,8 @@ ACTIONS = ("start", "stop", "status", "restart")
 @click.option("--tick-ms", "tick_ms", type=int, help="tickTime in ms (default 2000)")
 @click.option("--4lw", "four_letter_words", help="4lw.commands.whitelist, comma separated ('*' for all)")
 @click.option("--extended-types/--no-extended-types", default=None, help="enable TTL nodes (extendedTypesEnabled)")
+@click.option("--enforce-quota/--no-enforce-quota", default=None,
+              help="hard quotas refuse writes with QuotaExceeded (enforceQuota)")
 @click.option("--log-level", "log_levels", multiple=True, metavar="[LOGGER=]LEVEL",
               help="root level (default INFO), or one logger's, e.g. zkpy.election=DEBUG (repeatable)")
 @click.option("--log-dir", help="write the log to DIR/zkpy-server.log, rotated (zookeeper.log.dir)")
