@@ -1,0 +1,186 @@
+"""Quotas against Apache ZooKeeper 3.8: one ``zkCli.sh`` script of setquota, listquota and delquota
+with creates, setDatas, ephemerals and deletes past the limits gives the same transcript on zkpy
+and on Apache, with ``enforceQuota=true`` (hard limits refuse with QuotaExceeded) and without it
+(every write goes through, the stats count all the same); the per-namespace quota figures in
+``mntr`` agree afterwards; and a multi is checked op by op as Apache checks it."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Callable
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import QuotaExceededError, RolledBackError
+from tests.conftest import require_apache
+from tests.interop.test_zkcli import ZKCLI, normalise, run_zkcli
+
+from zkpy.testing.servers import ServerProcess, four_letter, start_apache, start_zkpy
+
+# One command a line; PORT becomes the server's port (for ``connect`` after ``close``, which ends
+# the session and so removes its ephemeral).
+SCRIPT = """
+create /q
+create /q/a x
+setquota -n 3 /missing
+setquota -n 3 /zookeeper/quota/q
+setquota /q
+setquota -n 0 /q
+setquota -b -1 /q
+setquota -n abc /q
+listquota /q
+setquota -n 3 /q
+listquota /q
+get /zookeeper/quota/q/zookeeper_limits
+get /zookeeper/quota/q/zookeeper_stats
+create /q/b yy
+create /q/c zzz
+create /q/d 1
+listquota /q
+setquota -N 4 /q
+listquota /q
+create /q/e 1
+create -s /q/seq- 1
+set /q/a 0123456789
+delete /q/d
+create /q/f 1
+create /q/g 1
+listquota /q
+delete /q/b
+create -e /q/eph ephemeral
+listquota /q
+close
+connect 127.0.0.1:PORT
+listquota /q
+get -s /zookeeper/quota/q/zookeeper_stats
+create /r
+create /r/s
+setquota -b 10 /r/s
+setquota -B 12 /r/s
+create /r/s/t 12345678
+create /r/s/u 12345
+set /r/s/t 1234567890123
+set /r/s/t 1
+create /r/s/t/deeper 12
+listquota /r/s
+setquota -n 100 /r
+setquota -n 100 /r/s/t
+setquota -n 100 /r/s
+listquota /r/s
+create /d
+setquota -n 1 /d
+setquota -b 1 /d
+setquota -N 2 /d
+setquota -B 2 /d
+listquota /d
+create /d/x xy
+create /d/y z
+delquota -B /d
+create /d/y z
+delquota -n /d
+delquota -b /d
+listquota /d
+delquota -N /d
+listquota /d
+create /d/z 1
+delquota /d
+listquota /d
+delquota /d
+ls /zookeeper/quota
+get /zookeeper/quota/d
+listquota /missing
+delquota /missing
+"""
+
+
+def transcript(server: ServerProcess) -> list[str]:
+    raw = run_zkcli(server, SCRIPT.lstrip("\n").replace("PORT", str(server.port)))
+    lines, events = normalise(raw, server.port)
+    return lines + ["", "--- watch events, in order ---"] + events
+
+
+def quota_mntr(server: ServerProcess) -> dict[str, str]:
+    pairs = (line.split("\t", 1) for line in four_letter(server.port, "mntr").splitlines() if line)
+    return {k: v for k, v in pairs if k.endswith("_per_namespace") and "_quota_" in k}
+
+
+def run_both(enforce: bool, check: Callable[[list[str]], None]) -> None:
+    if not os.path.exists(ZKCLI):
+        if os.environ.get("CI"):
+            pytest.fail(f"{ZKCLI} is missing (Debian's zookeeper package)")
+        pytest.skip(f"{ZKCLI} is not installed (apt-get install -y zookeeper)")
+    require_apache()
+    settings = {"enforceQuota": "true" if enforce else "false"}
+    results = {}
+    for kind, start in (("apache", start_apache), ("zkpy", start_zkpy)):
+        server = start(settings)
+        try:
+            results[kind] = (transcript(server), quota_mntr(server))
+        finally:
+            server.cleanup()
+    (want, want_mntr), (got, got_mntr) = results["apache"], results["zkpy"]
+    check(want)  # the oracle itself ran the script as this test means it to
+    if got != want:
+        diff = "\n".join(difflib.unified_diff(want, got, "apache", "zkpy", lineterm=""))
+        pytest.fail(f"zkCli.sh quota transcript differs (- apache, + zkpy):\n{diff}")
+    assert want_mntr and got_mntr == want_mntr
+
+
+@pytest.mark.timeout(180)
+def test_quota_script_matches_apache_with_enforce_quota() -> None:
+    def check(lines: list[str]) -> None:
+        assert "Quota has exceeded : /q/e" in lines and "Quota has exceeded : /r/s/u" in lines
+        assert "[Warning]: the count quota you create is less than the existing count:5" in lines
+        assert "/r has a child /r/s which has a quota" in lines
+
+    run_both(True, check)
+
+
+@pytest.mark.timeout(180)
+def test_quota_script_matches_apache_without_enforce_quota() -> None:
+    def check(lines: list[str]) -> None:
+        assert not any(line.startswith("Quota has exceeded") for line in lines)
+        assert "Created /q/e" in lines and "Created /r/s/u" in lines
+        assert any(line.startswith("Output stat for /q count=") for line in lines)
+
+    run_both(False, check)
+
+
+def _multi_results(server: ServerProcess) -> list[object]:
+    client = KazooClient(hosts=server.hosts)
+    client.start()
+    try:
+        client.create("/m", b"")
+        client.create("/zookeeper/quota/m")
+        client.create("/zookeeper/quota/m/zookeeper_limits", b"count=-1,bytes=-1=;byteHardLimit=4;countHardLimit=10")
+        client.create("/zookeeper/quota/m/zookeeper_stats", b"count=0,bytes=0")
+        out: list[object] = []
+        for ops in ([("a", b"12"), ("b", b"12")],  # each fits alone: Apache checks every op against the applied tree
+                    [("c", b""), ("d", b"12345")]):  # the second is past the byte limit: the multi fails
+            t = client.transaction()
+            for name, data in ops:
+                t.create(f"/m/{name}", data)
+            out.append([type(r).__name__ if isinstance(r, Exception) else r for r in t.commit()])
+        out.append(client.get("/zookeeper/quota/m/zookeeper_stats")[0])
+        try:
+            client.set("/m/a", b"123")
+        except QuotaExceededError:
+            out.append("set refused")
+        return out
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_a_multi_is_checked_like_apaches() -> None:
+    require_apache()
+    results = {}
+    for kind, start in (("apache", start_apache), ("zkpy", start_zkpy)):
+        server = start({"enforceQuota": "true"})
+        try:
+            results[kind] = _multi_results(server)
+        finally:
+            server.cleanup()
+    assert results["apache"][1] == [RolledBackError.__name__, QuotaExceededError.__name__], results
+    assert results["zkpy"] == results["apache"]
