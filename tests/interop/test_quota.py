@@ -19,7 +19,9 @@ from tests.interop.test_zkcli import ZKCLI, normalise, run_zkcli
 from zkpy.testing.servers import ServerProcess, four_letter, start_apache, start_zkpy
 
 # One command a line; PORT becomes the server's port (for ``connect`` after ``close``, which ends
-# the session and so removes its ephemeral).
+# the session and so removes its ephemeral). The server refuses no quota: zkCli refuses nested
+# ones and those under /zookeeper/quota, while a quota on /zookeeper itself counts the system
+# nodes, its own stats node included, on both.
 SCRIPT = """
 create /q
 create /q/a x
@@ -91,6 +93,13 @@ ls /zookeeper/quota
 get /zookeeper/quota/d
 listquota /missing
 delquota /missing
+setquota -n 2 /zookeeper
+listquota /zookeeper
+create /zookeeper/x abc
+listquota /zookeeper
+delquota /zookeeper
+setquota -N 2 /
+listquota /
 """
 
 
