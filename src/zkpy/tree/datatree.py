@@ -317,15 +317,16 @@ class DataTree:
             self.ttls.add(path)
         elif kind == "normal":
             self.ephemerals.setdefault(owner, set()).add(path)
+        stat = node.stat()  # before a stats znode is counted: ZooKeeper copies the stat first
         if parent_path.startswith(QUOTA_ROOT):
             self._quota_node_created(parent_path, name)
-        if self.quotas:
+        if self.quotas.paths:  # (no call on the hot path while no quota is set)
             root = self.quotas.deepest(path)
             if root is not None:
                 self._count_quota(root, len(data) if data else 0, 1)
         self._fire(self.data_watches, path, EventType.NODE_CREATED, node.acl)
         self._fire(self.child_watches, parent_path, EventType.NODE_CHILDREN_CHANGED, parent.acl)
-        return node.stat()
+        return stat
 
     def delete_node(self, path: str, zxid: int) -> None:
         parent_path = parent_of(path)
@@ -357,7 +358,7 @@ class DataTree:
             target = quota_target(parent_path)
             if target is not None:
                 self.quotas.discard(target)
-        if self.quotas:
+        if self.quotas.paths:
             root = self.quotas.deepest(path)
             if root is not None:
                 self._count_quota(root, -(len(node.data) if node.data else 0), -1)
@@ -374,7 +375,7 @@ class DataTree:
         self.data_size += diff
         node.data, node.version, node.mzxid, node.mtime = data, version, zxid, time
         self._rehash(path, node)
-        if self.quotas:
+        if self.quotas.paths:
             root = self.quotas.deepest(path)
             if root is not None:
                 self._count_quota(root, diff, 0)

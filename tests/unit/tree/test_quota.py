@@ -167,6 +167,16 @@ def test_creates_deletes_and_sets_move_the_stats_of_the_root() -> None:
     assert t.tree.data_size == sum(len(p) + len(n.data or b"") for p, n in t.tree.nodes.items())
 
 
+def test_the_stat_a_stats_znode_is_created_with_is_from_before_its_count() -> None:
+    t = Tree()
+    t.create("/q", b"12345")
+    t.create("/zookeeper/quota/q", None)
+    t.create(limit_path("/q"), b"count=5,bytes=-1")
+    rc = t.create(stat_path("/q"), b"count=0,bytes=0")
+    assert rc.stat.dataLength == len(b"count=0,bytes=0")  # DataTree.createNode copies the stat first
+    assert t.stats("/q") == b"count=1,bytes=5"
+
+
 def test_failed_txns_and_replays_count_nothing() -> None:
     t = Tree()
     t.create("/q")
