@@ -2,7 +2,8 @@
 with creates, setDatas, ephemerals and deletes past the limits gives the same transcript on zkpy
 and on Apache, with ``enforceQuota=true`` (hard limits refuse with QuotaExceeded) and without it
 (every write goes through, the stats count all the same); the per-namespace quota figures in
-``mntr`` agree afterwards; and a multi is checked op by op as Apache checks it."""
+``mntr`` agree afterwards; a multi is checked op by op as Apache checks it; and in a mixed
+ensemble every member keeps the same stats and either kind of leader enforces the limit."""
 
 from __future__ import annotations
 
@@ -16,7 +17,17 @@ from kazoo.exceptions import QuotaExceededError, RolledBackError
 from tests.conftest import require_apache
 from tests.interop.test_zkcli import ZKCLI, normalise, run_zkcli
 
-from zkpy.testing.servers import ServerProcess, four_letter, start_apache, start_zkpy
+from zkpy.testing.servers import (
+    ServerProcess,
+    cleanup_ensemble,
+    ensemble_leader,
+    four_letter,
+    restart_ensemble_member,
+    start_apache,
+    start_ensemble,
+    start_zkpy,
+    wait_ensemble_serving,
+)
 
 # One command a line; PORT becomes the server's port (for ``connect`` after ``close``, which ends
 # the session and so removes its ephemeral). The server refuses no quota: zkCli refuses nested
@@ -193,3 +204,65 @@ def test_a_multi_is_checked_like_apaches() -> None:
             server.cleanup()
     assert results["apache"][2] == [RolledBackError.__name__, QuotaExceededError.__name__], results
     assert results["zkpy"] == results["apache"]
+
+
+def lead_with(servers: list[ServerProcess], kind: str) -> None:
+    """Make a ``kind`` member the leader: while the leader is of the other kind, stop it, wait for
+    the other two to elect one, and start it again as a follower."""
+    for _ in range(4):
+        wait_ensemble_serving(servers)
+        leader = ensemble_leader(servers)
+        if leader.kind == kind:
+            return
+        leader.stop()
+        ensemble_leader([s for s in servers if s is not leader])
+        restart_ensemble_member(leader)
+    raise AssertionError(f"no {kind} leader after 4 elections")
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize(("kinds", "leader"), [(("zkpy", "apache", "zkpy"), "zkpy"),
+                                               (("apache", "zkpy", "apache"), "apache")],
+                         ids=["zkpy-leads", "apache-leads"])
+def test_a_mixed_ensemble_counts_and_enforces_alike_on_every_member(kinds: tuple[str, ...], leader: str) -> None:
+    """zkpy and Apache members of one ensemble keep the same stats (each replica counts as it
+    applies), and either kind of leader refuses the write past the hard limit, whoever forwards it."""
+    require_apache()
+    servers = start_ensemble(list(kinds), {"enforceQuota": "true"})
+    clients = []
+    try:
+        lead_with(servers, leader)
+        wait_ensemble_serving(servers)
+        for s in servers:
+            client = KazooClient(hosts=s.hosts, timeout=10)
+            client.start(timeout=30)
+            clients.append(client)
+        first = clients[0]
+        first.create("/e", b"")
+        first.create("/zookeeper/quota/e")
+        first.create("/zookeeper/quota/e/zookeeper_limits", b"count=-1,bytes=-1=;byteHardLimit=-1;countHardLimit=6")
+        first.create("/zookeeper/quota/e/zookeeper_stats", b"count=0,bytes=0")
+        for i, client in enumerate(clients):  # through every member, each kind
+            client.create(f"/e/n{i}", b"x" * i)
+            client.set("/e", b"set by %d" % i)
+        client = clients[1]
+        client.delete("/e/n0")
+        for i, client in enumerate(clients):
+            client.create(f"/e/m{i}", b"")
+        refused = []
+        for i, client in enumerate(clients):
+            try:
+                client.create(f"/e/over{i}")
+            except QuotaExceededError:
+                refused.append(i)
+        assert refused == [0, 1, 2], f"leader {leader}: {refused}"
+        seen = []
+        for client in clients:
+            client.sync("/zookeeper/quota/e/zookeeper_stats")
+            seen.append(client.get("/zookeeper/quota/e/zookeeper_stats")[0])
+        assert seen == [b"count=6,bytes=%d" % (len(b"set by 2") + 1 + 2)] * 3, f"leader {leader}: {seen}"
+    finally:
+        for client in clients:
+            client.stop()
+            client.close()
+        cleanup_ensemble(servers)
