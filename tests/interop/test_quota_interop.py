@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import pytest
 from kazoo.client import KazooClient
-from kazoo.exceptions import QuotaExceededError, RolledBackError
+from kazoo.exceptions import MarshallingError, QuotaExceededError, RolledBackError
 from tests.conftest import require_apache
 from tests.interop.test_zkcli import ZKCLI, normalise, run_zkcli
 
@@ -187,6 +187,11 @@ def _multi_results(server: ServerProcess) -> list[object]:
             client.set("/m/a", b"123")
         except QuotaExceededError:
             out.append("set refused")
+        client.set("/zookeeper/quota/m/zookeeper_limits", b"count=many")  # a limit neither can read
+        try:
+            client.create("/m/unreadable")
+        except MarshallingError:
+            out.append("create under an unreadable limit: MarshallingError")
         return out
     finally:
         client.stop()
@@ -203,6 +208,7 @@ def test_a_multi_is_checked_like_apaches() -> None:
         finally:
             server.cleanup()
     assert results["apache"][2] == [RolledBackError.__name__, QuotaExceededError.__name__], results
+    assert results["apache"][-2:] == ["set refused", "create under an unreadable limit: MarshallingError"], results
     assert results["zkpy"] == results["apache"]
 
 

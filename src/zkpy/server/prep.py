@@ -24,6 +24,7 @@ from zkpy.errors import (
     BadArgumentsError,
     BadVersionError,
     Code,
+    MarshallingError,
     NoChildrenForEphemeralsError,
     NodeExistsError,
     NoNodeError,
@@ -39,7 +40,7 @@ from zkpy.ratelimit import LogLimiter
 from zkpy.tree.acl import check_acl, fixup_acl
 from zkpy.tree.datatree import DataTree, ephemeral_kind
 from zkpy.tree.paths import parent_of, path_error
-from zkpy.tree.quota import check_limits, limit_path, parse_stats, stat_path, top_namespace
+from zkpy.tree.quota import check_limits, limit_path, limits_apply, parse_stats, stat_path, top_namespace
 from zkpy.wire.consts import CONTAINER_EPHEMERAL_OWNER, MAX_TTL_MS, TTL_MASK, CreateMode, OpCode, Perms
 from zkpy.wire.multi import Op
 from zkpy.wire.proto import ACL, Id
@@ -96,7 +97,7 @@ class Prep:
     def __init__(self, tree: DataTree, config: ServerConfig, log: Callable[[str], None] = lambda _m: None) -> None:
         self.tree = tree
         self.config = config
-        self.log = log  # the WARN log, for quota lines
+        self.log = log  # the server's log, for quota lines
         self.quota_exceeded: dict[str, int] = {}  # refusals by top-level znode (quota_exceeded_error_per_namespace)
         self._quota_lines = LogLimiter(burst=5, peer_burst=20, peer_per_s=1)
         # ACL schemes registered beside digest and ip (authProvider.N): sasl ids are valid, and "auth" names them
@@ -291,14 +292,22 @@ class Prep:
         if root is None:
             return
         limits_node = tree.get(limit_path(root))
-        stats_node = tree.get(stat_path(root))
-        if limits_node is None or stats_node is None:
-            return  # ZooKeeper logs "Missing ... node" and lets the write through
+        if limits_node is None:  # (the root would be gone with it)
+            return
         try:
             limits = parse_stats(limits_node.data)
+        except ValueError:
+            raise MarshallingError() from None  # ZooKeeper fails the request on a quota text it cannot read
+        if not limits_apply(limits, count_diff, bytes_diff):
+            return
+        stats_node = tree.get(stat_path(root))
+        if stats_node is None:
+            self._quota_lines.log(self.log, "quota", root, time, f"Missing node for stat {stat_path(root)}")
+            return  # as ZooKeeper: the write goes through
+        try:
             usage = parse_stats(stats_node.data)
         except ValueError:
-            return  # zkpy lets a write through where ZooKeeper would fail on the quota's text
+            raise MarshallingError() from None
         for exceeded in check_limits(root, limits, usage, count_diff, bytes_diff):
             self._quota_lines.log(self.log, "quota", root, time, exceeded.message)
             if exceeded.hard:

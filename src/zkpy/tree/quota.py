@@ -152,18 +152,32 @@ class Exceeded:
     hard: bool
 
 
+def _counts(limits: dict[str, int], count_diff: int) -> bool:
+    return count_diff != 0 and (limits.get(COUNT, -1) > -1 or limits.get(COUNT_HARD, -1) > -1)
+
+
+def _bytes(limits: dict[str, int], bytes_diff: int) -> bool:
+    return bytes_diff != 0 and (limits.get(BYTES, -1) > -1 or limits.get(BYTES_HARD, -1) > -1)
+
+
+def limits_apply(limits: dict[str, int], count_diff: int, bytes_diff: int) -> bool:
+    """Whether a write changing the count and bytes by these has a limit to check (else ZooKeeper
+    does not even read the usage)."""
+    return _counts(limits, count_diff) or _bytes(limits, bytes_diff)
+
+
 def check_limits(root: str, limits: dict[str, int], usage: dict[str, int], count_diff: int,
                  bytes_diff: int) -> Iterator[Exceeded]:
     """The limits of ``root`` that ``count_diff`` more nodes and ``bytes_diff`` more bytes would
     pass, count first (the caller stops at the first hard one, as ZooKeeper throws there)."""
-    if count_diff != 0 and (limits.get(COUNT, -1) > -1 or limits.get(COUNT_HARD, -1) > -1):
+    if _counts(limits, count_diff):
         new = usage.get(COUNT, -1) + count_diff
         hard = limits.get(COUNT_HARD, -1) > -1
         limit = limits[COUNT_HARD] if hard else limits[COUNT]
         if new > limit:
             yield Exceeded(root, f"Quota exceeded: {root} [current count={new}, "
                                  f"{'hard' if hard else 'soft'}CountLimit={limit}]", hard)
-    if bytes_diff != 0 and (limits.get(BYTES, -1) > -1 or limits.get(BYTES_HARD, -1) > -1):
+    if _bytes(limits, bytes_diff):
         new = usage.get(BYTES, -1) + bytes_diff
         hard = limits.get(BYTES_HARD, -1) > -1
         limit = limits[BYTES_HARD] if hard else limits[BYTES]

@@ -124,3 +124,22 @@ def test_a_multi_is_checked_op_by_op_against_the_applied_usage() -> None:
     assert isinstance(txn, MultiTxn)  # a failed multi is a multi of errors, the failing op's code in its place
     assert [t.type for t in txn.txns] == [OpCode.ERROR, OpCode.ERROR]
     assert [decode_txn(t.type, t.data).err for t in txn.txns] == [0, Code.QUOTAEXCEEDED]
+
+
+def test_an_unreadable_quota_text_fails_the_write_as_zookeeper_fails_it() -> None:
+    s = Server(True, b"count=many")
+    assert s.create("/q/b") == Code.MARSHALLINGERROR
+    s = Server(True, b"count=-1,bytes=-1")  # no limit at all: the stats are not even read
+    s.tree.nodes[stat_path("/q")].data = b"garbage"
+    assert s.create("/q/b") == 0
+    s = Server(True, b"count=5,bytes=-1")
+    s.tree.nodes[stat_path("/q")].data = b"garbage"
+    assert s.create("/q/c") == Code.MARSHALLINGERROR
+    assert Server(False, b"count=many").create("/q/b") == 0
+
+
+def test_a_missing_stats_node_lets_the_write_through_with_a_line() -> None:
+    s = Server(True, b"count=-1,bytes=-1=;byteHardLimit=-1;countHardLimit=1")
+    s._apply(OpCode.DELETE, DeleteTxn(stat_path("/q")))
+    assert s.create("/q/b") == 0
+    assert s.lines == ["Missing node for stat /zookeeper/quota/q/zookeeper_stats"]
