@@ -17,7 +17,15 @@ Invariants owned here (the data tree applies them, see ``DataTree``):
   (a quota on a node with no children has count 1);
 - the stats znode's data is rewritten in place: its version, mzxid and mtime do not move;
 - creating a stats znode, and loading a snapshot, recount the root's whole subtree
-  (updateQuotaForPath / setupQuota), so the counts are a function of the tree.
+  (updateQuotaForPath / setupQuota), so after a restart the counts are what they were live
+  (nested quotas aside: live, a write counts only against the deepest root, while a recount
+  counts the whole subtree, in ZooKeeper as here);
+- a stats text that cannot be parsed is recounted where ZooKeeper's apply would throw (and
+  take the server down): deterministic, so every replica agrees.
+
+The counts do not change the digest (nodes under /zookeeper/ are outside it), and the tree's
+``data_size`` follows the stats text exactly (ZooKeeper's live figure ignores those rewrites
+until its next restart).
 """
 
 from __future__ import annotations
