@@ -179,6 +179,7 @@ class ServerConfig:
     max_buffer: int = DEFAULT_MAX_BUFFER  # jute.maxbuffer
     super_digest: str | None = None  # superDigest (user:base64sha1)
     extended_types: bool = False  # extendedTypesEnabled
+    enforce_quota: bool = False  # enforceQuota (zookeeper.enforceQuota): hard quotas refuse writes
     container_check_interval_ms: int = 60000  # znode.container.checkIntervalMs
     container_max_per_minute: int = 10000  # znode.container.maxPerMinute
     server_id: int = 0  # myid (standalone: 0)

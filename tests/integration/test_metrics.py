@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.exceptions import QuotaExceededError
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
@@ -220,3 +221,35 @@ def test_snapshots_move_snapshottime() -> None:
         assert float(mntr(s.port)["zk_cnt_snapshottime"]) >= 1
     finally:
         s.cleanup()
+
+
+def test_quota_figures_are_labelled_by_namespace_as_zookeepers_provider_labels_them() -> None:
+    (metrics_port,) = free_ports(1)
+    s = start_zkpy({**documented_block(metrics_port), "enforceQuota": "true"})
+    try:
+        client = KazooClient(hosts=s.hosts)
+        client.start()
+        try:
+            client.create("/ns-1/q", b"abc", makepath=True)
+            client.create("/zookeeper/quota/ns-1/q", makepath=True)
+            client.create("/zookeeper/quota/ns-1/q/zookeeper_limits", b"count=-1,bytes=-1=;byteHardLimit=-1;countHardLimit=1")
+            client.create("/zookeeper/quota/ns-1/q/zookeeper_stats", b"count=0,bytes=0")
+            with pytest.raises(QuotaExceededError):
+                client.create("/ns-1/q/more")
+        finally:
+            client.stop()
+            client.close()
+        scrape = Scrape(metrics_port)
+        figures = mntr(s.port)
+    finally:
+        s.cleanup()
+    # mntr: <namespace>_<name>, as ZooKeeper's default provider prints a GaugeSet; Prometheus: a label
+    assert figures["zk_ns-1_quota_count_limit_per_namespace"] == "1"
+    assert figures["zk_ns-1_quota_count_usage_per_namespace"] == "1"
+    assert figures["zk_ns-1_quota_bytes_usage_per_namespace"] == "3"
+    assert figures["zk_ns-1_quota_exceeded_error_per_namespace"] == "1"
+    assert scrape.type("quota_count_limit_per_namespace") == "gauge"
+    assert scrape.value("quota_count_limit_per_namespace", key="ns-1") == 1
+    assert scrape.value("quota_bytes_limit_per_namespace", key="ns-1") == -1
+    assert scrape.value("quota_bytes_usage_per_namespace", key="ns-1") == 3
+    assert scrape.value("quota_exceeded_error_per_namespace", key="ns-1") == 1

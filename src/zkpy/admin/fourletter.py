@@ -37,6 +37,7 @@ from zkpy.server.connection import Connection
 from zkpy.server.core import ServerCore
 from zkpy.server.metrics import Summary as MetricSummary
 from zkpy.server.metrics import summary_lines
+from zkpy.tree.quota import EXCEEDED_PER_NAMESPACE, namespace_figures
 
 from .view import ServerView, Summary
 
@@ -352,7 +353,11 @@ def mntr_values(server: ServerView) -> list[tuple[str, object]]:
         ("outstanding_tls_handshake", 0),
         ("non_mtls_local_conn_count", 0),
     ]
+    gauges, exceeded = quota_figures(core)
+    for name, per_namespace in gauges.items():  # ZooKeeper's GaugeSets print as <namespace>_<name>
+        values += [(f"{namespace}_{name}", figure) for namespace, figure in per_namespace.items()]
     values += metrics.counters.items()
+    values += [(f"{namespace}_{EXCEEDED_PER_NAMESPACE}", n) for namespace, n in exceeded.items()]
     values += [("avg_latency", java_double(_avg(stats.total_latency, stats.count))),
                ("min_latency", max(stats.min_latency, 0)), ("max_latency", stats.max_latency)]
     summaries: dict[str, Summary | MetricSummary] = dict(metrics.summaries)
@@ -362,6 +367,14 @@ def mntr_values(server: ServerView) -> list[tuple[str, object]]:
     for name, summary in summaries.items():
         values += _summary(name, summary)
     return values
+
+
+def quota_figures(core: ServerCore) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
+    """ZooKeeper's per-namespace quota figures: the four gauges (limits and usage summed over the
+    quotas under each top-level znode) and the QuotaExceeded refusals counted per namespace."""
+    gauges = namespace_figures(core.tree.nodes)
+    return ({name: dict(sorted(per.items())) for name, per in gauges.items()},
+            dict(sorted(core.prep.quota_exceeded.items())))
 
 
 def _summary(name: str, counter: Summary | MetricSummary) -> list[tuple[str, object]]:

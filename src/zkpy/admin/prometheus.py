@@ -31,9 +31,11 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from zkpy.server.core import ServerCore
 from zkpy.server.metrics import BASIC, COUNTERS, DETAILED, ServerMetrics
+from zkpy.tree.quota import EXCEEDED_PER_NAMESPACE
 
-from .fourletter import mntr_values
+from .fourletter import mntr_values, quota_figures
 from .view import ServerView
 
 log = logging.getLogger("zkpy.metrics")
@@ -66,6 +68,8 @@ class ZooKeeperCollector(Collector):
         lines = mntr_values(server)
         summaries: dict[str, dict[str, float]] = {}
         for key, value in lines:
+            if key.endswith("_per_namespace"):
+                continue  # labelled below, by namespace
             name = _summary_of(key)
             if name is not None:
                 part = key[:key.index("_")]
@@ -88,6 +92,25 @@ class ZooKeeperCollector(Collector):
                 for q in PROMETHEUS_QUANTILES if summary.detailed else PROMETHEUS_QUANTILES[:1]:
                     family.add_sample(name, {"quantile": str(q)}, summary.quantile(q))
             yield family
+        yield from _quota_families(core)
+
+
+def _quota_families(core: ServerCore) -> Iterator[Metric]:
+    """The per-namespace quota figures as ZooKeeper's provider labels its GaugeSets and CounterSets:
+    one family each, the namespace in the label ``key``."""
+    gauges, exceeded = quota_figures(core)
+    for name, per_namespace in gauges.items():
+        if per_namespace:
+            family = GaugeMetricFamily(name, f"ZooKeeper gauge set {name}", labels=["key"])
+            for namespace, figure in per_namespace.items():
+                family.add_metric([namespace], figure)
+            yield family
+    if exceeded:
+        counter = UnknownMetricFamily(EXCEEDED_PER_NAMESPACE, f"ZooKeeper counter set {EXCEEDED_PER_NAMESPACE}",
+                                      labels=["key"])
+        for namespace, n in exceeded.items():
+            counter.add_metric([namespace], n)
+        yield counter
 
 
 def registry_for(server: ServerView) -> CollectorRegistry:

@@ -36,6 +36,8 @@ ACTIONS = ("start", "stop", "status", "restart")
 @click.option("--tick-ms", "tick_ms", type=int, help="tickTime in ms (default 2000)")
 @click.option("--4lw", "four_letter_words", help="4lw.commands.whitelist, comma separated ('*' for all)")
 @click.option("--extended-types/--no-extended-types", default=None, help="enable TTL nodes (extendedTypesEnabled)")
+@click.option("--enforce-quota/--no-enforce-quota", default=None,
+              help="hard quotas refuse writes with QuotaExceeded (enforceQuota)")
 @click.option("--log-level", "log_levels", multiple=True, metavar="[LOGGER=]LEVEL",
               help="root level (default INFO), or one logger's, e.g. zkpy.election=DEBUG (repeatable)")
 @click.option("--log-dir", help="write the log to DIR/zkpy-server.log, rotated (zookeeper.log.dir)")
@@ -190,6 +192,7 @@ def _config(zoo_cfg: str | None, flags: dict[str, object], quiet: bool = False) 
         except TlsConfigError as exc:
             click.echo(f"zkpy: {zoo_cfg}: {exc}", err=True)
             sys.exit(EXIT_CONFIG)
+    config = _enforce_quota_from_jvm_flags(config)
     overrides = {k: v for k, v in flags.items() if v is not None}
     if "four_letter_words" in overrides:
         overrides["four_letter_words"] = frozenset(w.strip() for w in str(overrides["four_letter_words"]).split(","))
@@ -198,6 +201,22 @@ def _config(zoo_cfg: str | None, flags: dict[str, object], quiet: bool = False) 
 
         config = replace(config, **overrides)  # type: ignore[arg-type]
     return config
+
+
+def _enforce_quota_from_jvm_flags(config: ServerConfig) -> ServerConfig:
+    """``-Dzookeeper.enforceQuota=...`` in ``SERVER_JVMFLAGS``/``JVMFLAGS`` (how zkServer.sh users set
+    it), read as ZooKeeper reads it (Boolean.parseBoolean: only ``true`` is true), unless zoo.cfg
+    names the key: ZooKeeper sets the property from zoo.cfg after the JVM's flags."""
+    value = None
+    for word in f"{os.environ.get('SERVER_JVMFLAGS', '')} {os.environ.get('JVMFLAGS', '')}".split():
+        if word.startswith("-Dzookeeper.enforceQuota="):
+            value = word.split("=", 1)[1].strip("'\"")
+    in_cfg = {line.split("=", 1)[0] for line in config.initial_configuration.splitlines()}
+    if value is None or in_cfg & {"enforceQuota", "zookeeper.enforceQuota"}:
+        return config
+    from dataclasses import replace
+
+    return replace(config, enforce_quota=value.lower() == "true")
 
 
 def _ensemble_problem(config: ServerConfig) -> str | None:

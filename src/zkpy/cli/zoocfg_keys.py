@@ -206,8 +206,10 @@ KEYS: dict[str, KeyRule] = {
     "flushDelay": _none(_GROUP_COMMIT, "0"),
     "maxWriteQueuePollTime": _none(_GROUP_COMMIT),
     "maxBatchSize": _none(_GROUP_COMMIT),
-    "enforceQuota": _none("zkpy does not enforce quotas: a write past a hard quota succeeds "
-                          "(ZooKeeper refuses it with QuotaExceeded)", "false"),
+    "enforceQuota": _honoured("true: a create or setData past a hard quota (setquota -N/-B) gets QuotaExceeded, "
+                              "one past a soft quota a log line (default false)", "enforce_quota"),
+    "zookeeper.enforceQuota": _honoured("the same, by its system property's name (also read as "
+                                        "-Dzookeeper.enforceQuota= in SERVER_JVMFLAGS or JVMFLAGS)", "enforce_quota"),
     "requestThrottleLimit": _none(_REQ_THROTTLE, "0"),
     "requestThrottleStallTime": _none(_REQ_THROTTLE),
     "requestThrottleDropStale": _none(_REQ_THROTTLE),

@@ -177,7 +177,7 @@ class ServerCore:
         self.wall_ms = wall_ms
         self.started_ms = now_ms
         self.tree = tree if tree is not None else DataTree()
-        self.prep = Prep(self.tree, config)
+        self.prep = Prep(self.tree, config, log)
         self.sessions = SessionTracker(config.tick_ms, config.server_id or 1, wall_ms)
         for sid, timeout in self.tree.sessions.items():
             self.sessions.add(sid, timeout, now_ms)

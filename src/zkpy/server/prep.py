@@ -4,12 +4,18 @@ Versions, ACLs, sequence numbers and time are settled here (PrepRequestProcessor
 applying the txn is deterministic. ``outstanding`` holds a ChangeRecord per path touched
 by txns not yet applied; the tree itself is never mutated here. A failed request still
 becomes a txn (ErrorTxn) with its own zxid, as in ZooKeeper.
+
+Quotas (``enforceQuota``) are checked as ZooKeeperServer.checkQuota checks them: on create and
+setData (in a multi too), after the ACL check, against the usage the *applied* tree's stats
+znode shows (outstanding txns are not counted, as in ZooKeeper) and the data length the node has
+once its outstanding txns are applied. A hard limit refuses the request with QuotaExceeded; a
+soft one only logs ZooKeeper's "Quota exceeded: ..." line, rate-limited.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -18,19 +24,23 @@ from zkpy.errors import (
     BadArgumentsError,
     BadVersionError,
     Code,
+    MarshallingError,
     NoChildrenForEphemeralsError,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
+    QuotaExceededError,
     ReconfigDisabledError,
     SessionExpiredError,
     UnimplementedError,
     ZookeeperError,
 )
 from zkpy.ids import to_signed64
+from zkpy.ratelimit import LogLimiter
 from zkpy.tree.acl import check_acl, fixup_acl
 from zkpy.tree.datatree import DataTree, ephemeral_kind
 from zkpy.tree.paths import parent_of, path_error
+from zkpy.tree.quota import check_limits, limit_path, limits_apply, parse_stats, stat_path, top_namespace
 from zkpy.wire.consts import CONTAINER_EPHEMERAL_OWNER, MAX_TTL_MS, TTL_MASK, CreateMode, OpCode, Perms
 from zkpy.wire.multi import Op
 from zkpy.wire.proto import ACL, Id
@@ -70,11 +80,12 @@ class ChangeRecord:
     ephemeral_owner: int = 0
     child_count: int = 0
     acl: tuple[ACL, ...] = ()
+    data_length: int = 0  # what a quota check counts as the node's current bytes
 
     def changed(self, zxid: int, **fields: int) -> ChangeRecord:
         """A copy after the txn ``zxid`` (dataclasses.replace, without its cost on the write path)."""
         rec = ChangeRecord(zxid, self.path, self.exists, self.version, self.cversion, self.aversion,
-                           self.ephemeral_owner, self.child_count, self.acl)
+                           self.ephemeral_owner, self.child_count, self.acl, self.data_length)
         for name, value in fields.items():
             setattr(rec, name, value)
         return rec
@@ -83,9 +94,12 @@ class ChangeRecord:
 class Prep:
     """Turns write requests into txns against the tree plus the outstanding changes."""
 
-    def __init__(self, tree: DataTree, config: ServerConfig) -> None:
+    def __init__(self, tree: DataTree, config: ServerConfig, log: Callable[[str], None] = lambda _m: None) -> None:
         self.tree = tree
         self.config = config
+        self.log = log  # the server's log, for quota lines
+        self.quota_exceeded: dict[str, int] = {}  # refusals by top-level znode (quota_exceeded_error_per_namespace)
+        self._quota_lines = LogLimiter(burst=5, peer_burst=20, peer_per_s=1)
         # ACL schemes registered beside digest and ip (authProvider.N): sasl ids are valid, and "auth" names them
         self.providers = frozenset({"sasl"} if config.sasl_auth else ())
         self.outstanding: dict[str, ChangeRecord] = {}
@@ -99,7 +113,8 @@ class Prep:
             node = self.tree.get(path)
             if node is not None:
                 rec = ChangeRecord(-1, path, True, node.version, node.cversion, node.aversion,
-                                   node.ephemeral_owner, len(node.children), node.acl)
+                                   node.ephemeral_owner, len(node.children), node.acl,
+                                   len(node.data) if node.data else 0)
         if rec is None or not rec.exists:
             raise NoNodeError(path, path)
         return rec
@@ -187,8 +202,11 @@ class Prep:
             path = _valid(req.path)
             node = self.record(path)
             check_acl(node.acl, Perms.WRITE, auth)
+            length = len(req.data) if req.data else 0
+            if self.config.enforce_quota:
+                self._check_quota(path, 0, length - node.data_length, time)
             version = _check_version(node.version, req.version, path)
-            self._add(node.changed(zxid, version=version))
+            self._add(node.changed(zxid, version=version, data_length=length))
             return SetDataTxn(path, req.data, version)
         if op == OpCode.SET_ACL:
             _check_live(live)
@@ -247,6 +265,9 @@ class Prep:
         if ephemeral_kind(parent.ephemeral_owner) == "normal":
             raise NoChildrenForEphemeralsError(path, path)
         new_cversion = parent.cversion + 1
+        length = len(req.data) if req.data else 0
+        if self.config.enforce_quota:
+            self._check_quota(path, 1, length, time)
         # the opcode, not the flags, picks the txn (its type is the opcode): createContainer makes a
         # container whatever its flags, and create/create2 with container flags a persistent node,
         # as in ZooKeeper
@@ -260,8 +281,40 @@ class Prep:
             txn = CreateTxn(path, req.data, list(acl), mode.is_ephemeral, new_cversion)
             owner = session if mode.is_ephemeral else 0
         self._add(parent.changed(zxid, child_count=parent.child_count + 1, cversion=new_cversion))
-        self._add(ChangeRecord(zxid, path, True, 0, 0, 0, owner, 0, acl))
+        self._add(ChangeRecord(zxid, path, True, 0, 0, 0, owner, 0, acl, length))
         return txn
+
+    def _check_quota(self, path: str, count_diff: int, bytes_diff: int, time: int) -> None:
+        """ZooKeeperServer.checkQuota: the limits of the deepest quota over ``path`` against the
+        applied usage plus this write. Raises QuotaExceeded past a hard limit."""
+        tree = self.tree
+        root = tree.quotas.deepest(path)
+        if root is None:
+            return
+        limits_node = tree.get(limit_path(root))
+        if limits_node is None:  # (the root would be gone with it)
+            return
+        try:
+            limits = parse_stats(limits_node.data)
+        except ValueError:
+            raise MarshallingError() from None  # ZooKeeper fails the request on a quota text it cannot read
+        if not limits_apply(limits, count_diff, bytes_diff):
+            return
+        stats_node = tree.get(stat_path(root))
+        if stats_node is None:
+            self._quota_lines.log(self.log, "quota", root, time, f"Missing node for stat {stat_path(root)}")
+            return  # as ZooKeeper: the write goes through
+        try:
+            usage = parse_stats(stats_node.data)
+        except ValueError:
+            raise MarshallingError() from None
+        for exceeded in check_limits(root, limits, usage, count_diff, bytes_diff):
+            self._quota_lines.log(self.log, "quota", root, time, exceeded.message)
+            if exceeded.hard:
+                namespace = top_namespace(path)
+                if namespace is not None:
+                    self.quota_exceeded[namespace] = self.quota_exceeded.get(namespace, 0) + 1
+                raise QuotaExceededError(path, path)
 
     def _delete(self, path: str, parent: ChangeRecord, zxid: int) -> DeleteTxn:
         self._add(parent.changed(zxid, child_count=parent.child_count - 1))

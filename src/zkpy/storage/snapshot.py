@@ -527,6 +527,7 @@ def _parse_body(name: str, data: bytes, pos: int) -> tuple[DataTree, list[str], 
     tree.sessions = sessions
     tree.digest = digest & _MASK64
     tree.data_size = data_size
+    tree.setup_quotas()  # the quota roots and their counts, from the loaded nodes (DataTree.deserialize)
     return tree, unknown, pos
 
 

@@ -6,7 +6,10 @@ Invariants owned here:
   missing ones are tolerated on replay);
 - ``digest`` is the sum of ZooKeeper's per-node CRC32 digests (DigestCalculator), kept
   incrementally, nodes under ``/zookeeper/`` excluded;
-- firing a watch only queues ``WatchEvent``s in ``events``; the server delivers them.
+- firing a watch only queues ``WatchEvent``s in ``events``; the server delivers them;
+- quota usage (``quota``): every create, delete and setData under a quota root moves that
+  root's ``zookeeper_stats`` in the same apply, and loading a tree (``setup_quotas``) recounts
+  them, so live and recovered trees agree.
 """
 
 from __future__ import annotations
@@ -24,6 +27,16 @@ from zkpy.wire.txn import CloseSessionTxn, ErrorTxn, MultiTxn, TxnHeader, decode
 
 from .acl import OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
 from .paths import basename, parent_of
+from .quota import (
+    LIMIT_NODE,
+    QUOTA_ROOT,
+    STAT_NODE,
+    QuotaRoots,
+    format_stats,
+    parse_stats,
+    quota_target,
+    stat_path,
+)
 from .watches import STANDARD, WatchTable
 
 _DIGEST_STAT = struct.Struct(">qqqqqiiiq")
@@ -124,6 +137,7 @@ class DataTree:
         self.digest = 0
         self.data_size = 0  # path and data lengths over every node (approximateDataSize), kept as nodes change
         self.acl_cache: dict[tuple[ACL, ...], tuple[ACL, ...]] = {OPEN_ACL_UNSAFE: OPEN_ACL_UNSAFE}
+        self.quotas = QuotaRoots()  # paths with a zookeeper_limits znode
         root = Node(b"", OPEN_ACL_UNSAFE, 0, 0, 0)
         root.pzxid = root.czxid = root.mzxid = 0
         self._put("/", root)
@@ -303,9 +317,16 @@ class DataTree:
             self.ttls.add(path)
         elif kind == "normal":
             self.ephemerals.setdefault(owner, set()).add(path)
+        stat = node.stat()  # before a stats znode is counted: ZooKeeper copies the stat first
+        if parent_path.startswith(QUOTA_ROOT):
+            self._quota_node_created(parent_path, name)
+        if self.quotas.paths:  # (no call on the hot path while no quota is set)
+            root = self.quotas.deepest(path)
+            if root is not None:
+                self._count_quota(root, len(data) if data else 0, 1)
         self._fire(self.data_watches, path, EventType.NODE_CREATED, node.acl)
         self._fire(self.child_watches, parent_path, EventType.NODE_CHILDREN_CHANGED, parent.acl)
-        return node.stat()
+        return stat
 
     def delete_node(self, path: str, zxid: int) -> None:
         parent_path = parent_of(path)
@@ -333,6 +354,14 @@ class DataTree:
                 owned.discard(path)
                 if not owned:
                     del self.ephemerals[node.ephemeral_owner]
+        if parent_path.startswith(QUOTA_ROOT) and basename(path) == LIMIT_NODE:
+            target = quota_target(parent_path)
+            if target is not None:
+                self.quotas.discard(target)
+        if self.quotas.paths:
+            root = self.quotas.deepest(path)
+            if root is not None:
+                self._count_quota(root, -(len(node.data) if node.data else 0), -1)
         processed = self._fire(self.data_watches, path, EventType.NODE_DELETED, node.acl)
         self._fire(self.child_watches, path, EventType.NODE_DELETED, node.acl, processed)
         self._fire(self.child_watches, parent_path, EventType.NODE_CHILDREN_CHANGED, parent.acl)
@@ -342,9 +371,14 @@ class DataTree:
         if node is None:
             raise _TxnFailed(Code.NONODE)
         self._unhash(path, node)
-        self.data_size += (len(data) if data else 0) - (len(node.data) if node.data else 0)
+        diff = (len(data) if data else 0) - (len(node.data) if node.data else 0)
+        self.data_size += diff
         node.data, node.version, node.mzxid, node.mtime = data, version, zxid, time
         self._rehash(path, node)
+        if self.quotas.paths:
+            root = self.quotas.deepest(path)
+            if root is not None:
+                self._count_quota(root, diff, 0)
         self._fire(self.data_watches, path, EventType.NODE_DATA_CHANGED, node.acl)
         return node.stat()
 
@@ -356,6 +390,76 @@ class DataTree:
         node.acl, node.aversion = self.intern_acl(acl), version
         self._rehash(path, node)
         return node.stat()
+
+    # ---- quota bookkeeping (see quota.py) ----
+
+    def _quota_node_created(self, parent_path: str, name: str) -> None:
+        """A limits znode makes its path a quota root; a stats znode gets the root's counts."""
+        target = quota_target(parent_path)
+        if target is None:
+            return
+        if name == LIMIT_NODE:
+            self.quotas.add(target)
+        elif name == STAT_NODE:
+            self.recount_quota(target)
+
+    def _count_quota(self, root: str, bytes_diff: int, count_diff: int) -> None:
+        """Move the usage in ``root``'s stats znode, in place (no version, mzxid or digest change,
+        as DataTree.updateQuotaStat). A stats znode ZooKeeper could not parse is recounted."""
+        node = self.nodes.get(stat_path(root))
+        if node is None:
+            return  # ZooKeeper logs "Missing node for stat" and goes on; so does the write here
+        try:
+            stats = parse_stats(node.data)
+        except ValueError:
+            self.recount_quota(root)
+            return
+        stats["count"] = stats.get("count", -1) + count_diff
+        stats["bytes"] = stats.get("bytes", -1) + bytes_diff
+        self._set_quota_data(node, format_stats(stats))
+
+    def _set_quota_data(self, node: Node, data: bytes) -> None:
+        self.data_size += len(data) - (len(node.data) if node.data else 0)
+        node.data = data
+
+    def recount_quota(self, root: str) -> None:
+        """Count ``root``'s subtree (itself included) into its stats znode, replacing whatever it
+        held with ``count=N,bytes=M`` (updateQuotaForPath)."""
+        node = self.nodes.get(stat_path(root))
+        if node is None:
+            return
+        count = size = 0
+        stack = [root]
+        nodes = self.nodes
+        while stack:
+            path = stack.pop()
+            n = nodes.get(path)
+            if n is None:
+                continue
+            count += 1
+            size += len(n.data) if n.data else 0
+            prefix = path if path != "/" else ""
+            stack.extend(f"{prefix}/{child}" for child in n.children)
+        self._set_quota_data(node, format_stats({"count": count, "bytes": size}))
+
+    def setup_quotas(self) -> None:
+        """After loading a tree: find every quota root (a leaf ``zookeeper_limits`` under
+        /zookeeper/quota) and recount its stats (DataTree.setupQuota), so a fuzzy snapshot's
+        stats never leak into the replayed ones."""
+        self.quotas.clear()
+        stack = [QUOTA_ROOT]
+        while stack:
+            path = stack.pop()
+            node = self.nodes.get(path)
+            if node is None:
+                continue
+            if node.children:
+                stack.extend(f"{path}/{child}" for child in node.children)
+            elif basename(path) == LIMIT_NODE:
+                target = quota_target(parent_of(path))
+                if target is not None:
+                    self.recount_quota(target)
+                    self.quotas.add(target)
 
     def kill_session(self, session: int, zxid: int, paths: list[str] | None = None) -> None:
         """Delete the session's ephemerals (those named by the txn, or all it owns)."""

@@ -122,6 +122,8 @@ HONOURED_SAMPLES: dict[str, tuple[str, str, object]] = {
     "znode.container.maxPerMinute": ("9", "container_max_per_minute", 9),
     "extendedTypesEnabled": ("true", "extended_types", True),
     "zookeeper.extendedTypesEnabled": ("true", "extended_types", True),
+    "enforceQuota": ("true", "enforce_quota", True),
+    "zookeeper.enforceQuota": ("TRUE", "enforce_quota", True),
     "forceSync": ("no", "force_sync", False),
     "4lw.commands.whitelist": ("ruok, mntr", "four_letter_words", frozenset({"ruok", "mntr"})),
     "superDigest": ("super:abc=", "super_digest", "super:abc="),
@@ -174,7 +176,7 @@ def test_an_honoured_key_sets_its_field_without_a_warning(key: str, caplog: pyte
 
 @pytest.mark.parametrize(("key", "value"), [
     ("tickTime", "fast"), ("clientPort", "-3"), ("snapCount", "0"), ("forceSync", "maybe"),
-    ("extendedTypesEnabled", "maybe"), ("datadir.autocreate", "perhaps"), ("initLimit", "x"),
+    ("extendedTypesEnabled", "maybe"), ("enforceQuota", "yes"), ("datadir.autocreate", "perhaps"), ("initLimit", "x"),
     ("standaloneEnabled", "sometimes"), ("4lw.commands.whitelist", "rmrf"), ("electionAlg", "1"),
     ("DigestAuthenticationProvider.superDigest", ""), ("peerType", "leader"),
 ])
