@@ -59,6 +59,12 @@ class QuorumConfig:
     quorum_sync: bool = False
     # the version of the server list: the hex suffix of the dynamicConfigFile's name (0 without one)
     config_version: int = 0
+    # localSessionsEnabled: a member's new sessions are local to it (server.local_sessions);
+    # localSessionsUpgradingEnabled: an ephemeral create upgrades a local session to a global one
+    # (without it, the create fails with EphemeralOnLocalSession). Members of an ensemble only:
+    # a standalone server's sessions are all global, as in ZooKeeper 3.8.
+    local_sessions: bool = False
+    local_sessions_upgrading: bool = False
 
     @property
     def participants(self) -> tuple[QuorumServer, ...]:

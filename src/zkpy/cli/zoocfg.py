@@ -235,6 +235,9 @@ def config_from_properties(props: dict[str, str], source: str, read_myid: MyidRe
             values["server_id"] = quorum.my_id
     elif quorum_values.get("standalone_enabled") is False:
         raise ConfigError(f"{source}: standaloneEnabled=false needs server.N lines with at least one participant")
+    if quorum_values.get("local_sessions") and not (servers and values["quorum"].is_ensemble):
+        log.warning("%s: localSessionsEnabled has no effect on a standalone server: its sessions are all global, "
+                    "as in ZooKeeper 3.8", source)
     try:
         values.update(security_config(props, _warner(source), _read_text, read_sasl_section, jaas_path))
         if "secure_client_port" in values and "client_port" not in values:

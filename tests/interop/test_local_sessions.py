@@ -1,0 +1,196 @@
+"""Local sessions (localSessionsEnabled) on a 3-member zkpy ensemble and on Apache ZooKeeper 3.8.
+
+The same scenario runs on both, member by member, and what a client can observe is compared:
+a session created on a member is local (its id carries the member's id; ``mntr`` counts it in
+``zk_local_sessions``, not ``zk_global_sessions``); reads and writes work; an ephemeral create
+upgrades it to a global session (the member has ``localSessionsUpgradingEnabled=true``) or fails
+with EphemeralOnLocalSession (-120) (``false``); the ephemeral is seen from another member;
+moving the session to another member is refused (the session is expired there) unless it was
+upgraded; the member keeps serving the session after a refused move; a closed session cannot be
+resumed; a session whose client went away expires after its timeout, with its ephemerals.
+
+Members 1 and 2 upgrade, member 3 does not; the observations are keyed by the member's role and
+its upgrading flag, so that the comparison does not depend on which member leads.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+from tests.conftest import require_apache
+from tests.helpers.rawzk import RawConn
+
+from zkpy.testing.servers import ServerProcess, cleanup_ensemble, four_letter, server_mode, start_ensemble
+from zkpy.wire.consts import CreateMode, OpCode
+from zkpy.wire.multi import Op, read_multi_response, write_multi_request
+from zkpy.wire.proto import ACL, CreateRequest, ExistsRequest, GetDataRequest, Id, SetDataRequest, SyncRequest
+
+pytestmark = pytest.mark.interop
+
+TIMEOUT_MS = 2000  # the sessions' timeout: expiry waits for it
+OPEN = [ACL(31, Id("world", "anyone"))]
+UPGRADES = {1: "true", 2: "false", 3: "true", 4: "true"}  # member 4 observes
+
+
+class Session:
+    """A raw connection to one member with its session, issuing requests one at a time."""
+
+    def __init__(self, server: ServerProcess, session_id: int = 0, passwd: bytes = bytes(16)) -> None:
+        self.conn = RawConn(server.port)
+        rsp = self.conn.handshake(TIMEOUT_MS, session_id, passwd)
+        self.valid = rsp.timeOut > 0 and rsp.sessionId != 0
+        self.id, self.passwd = rsp.sessionId, rsp.passwd
+        self.xid = 0
+
+    def call(self, op: int, body: bytes) -> tuple[int, bytes] | None:
+        """(error code, reply body), or None when the server closed the connection."""
+        self.xid += 1
+        if not self.conn.send_request(self.xid, op, body):
+            return None
+        while True:
+            reply = self.conn.read_reply(10.0)
+            if reply is None:
+                return None
+            if reply.header.xid == self.xid:
+                return reply.err, reply.body
+
+    def err(self, op: int, body: bytes) -> int | str:
+        got = self.call(op, body)
+        return "closed" if got is None else got[0]
+
+    def create(self, path: str, mode: CreateMode = CreateMode.PERSISTENT) -> int | str:
+        return self.err(OpCode.CREATE, CreateRequest(path, b"x", OPEN, int(mode)).to_bytes())
+
+    def multi_create(self, path: str, mode: CreateMode) -> object:
+        out = bytearray()
+        write_multi_request(out, [Op(OpCode.CREATE, CreateRequest(path, b"", OPEN, int(mode)))])
+        got = self.call(OpCode.MULTI, bytes(out))
+        if got is None:
+            return "closed"
+        err, body = got
+        if err:
+            return err
+        return [r.err for r in read_multi_response(body, 0)[0]]
+
+    def exists(self, path: str) -> bool:
+        got = self.call(OpCode.EXISTS, ExistsRequest(path, False).to_bytes())
+        assert got is not None
+        return got[0] == 0
+
+    def sync(self, path: str) -> None:
+        assert self.err(OpCode.SYNC, SyncRequest(path).to_bytes()) == 0
+
+    def close(self) -> int | str:
+        got = self.err(OpCode.CLOSE_SESSION, b"")
+        self.conn.close()
+        return got
+
+    def drop(self) -> None:
+        self.conn.close()
+
+
+def _mntr(server: ServerProcess) -> dict[str, str]:
+    lines = four_letter(server.port, "mntr").splitlines()
+    return dict(line.split("\t", 1) for line in lines if "\t" in line)
+
+
+def _until(check: Callable[[], bool], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def scenario(servers: list[ServerProcess]) -> dict[str, object]:
+    """What a client observes of local sessions on each member (see the module's docstring)."""
+    roles = {s.port: server_mode(s) or "?" for s in servers}
+    out: dict[str, object] = {}
+    for home in servers:
+        myid = int(home.extra["myid"])
+        key = f"{roles[home.port]}/upgrading={UPGRADES[myid]}"
+        others = [s for s in servers if s is not home]
+        base = f"/ls-{uuid.uuid4().hex[:8]}"
+        r: dict[str, object] = {}
+        a = Session(home)
+        r["id_has_member"] = (a.id >> 56) == myid
+        r["create"] = a.create(base)
+        r["set"] = a.err(OpCode.SET_DATA, SetDataRequest(base, b"y", -1).to_bytes())
+        r["get"] = a.err(OpCode.GET_DATA, GetDataRequest(base, False).to_bytes())
+        m = _mntr(home)
+        r["mntr_local"] = m.get("zk_local_sessions")
+        global_before = int(m.get("zk_global_sessions", "-1"))
+        r["multi_ephemeral"] = a.multi_create(base + "/m", CreateMode.EPHEMERAL)
+        r["ephemeral"] = a.create(base + "/e", CreateMode.EPHEMERAL)
+        r["ephemeral_seq"] = a.create(base + "/s", CreateMode.EPHEMERAL_SEQUENTIAL)
+        m = _mntr(home)
+        r["mntr_local_after"] = m.get("zk_local_sessions")
+        r["global_grew"] = int(m.get("zk_global_sessions", "-1")) - global_before
+        other = Session(others[0])
+        other.sync(base)
+        r["seen_elsewhere"] = other.exists(base + "/e")
+        r["multi_seen_elsewhere"] = other.exists(base + "/m")
+        # a move: to the other members, while the first connection stays open
+        moved = []
+        for target in others:
+            b = Session(target, a.id, a.passwd)
+            moved.append(b.valid)
+            if b.valid:
+                r[f"moved_get_{roles[target.port]}"] = b.err(OpCode.GET_DATA, GetDataRequest(base, False).to_bytes())
+            b.drop()
+        r["moves_valid"] = moved
+        if not any(moved):
+            r["home_after_refused_move"] = a.err(OpCode.GET_DATA, GetDataRequest(base, False).to_bytes())
+            a2 = Session(home, a.id, a.passwd)
+            r["resume_home"] = a2.valid
+            r["old_connection_after_resume"] = a.err(OpCode.GET_DATA, GetDataRequest(base, False).to_bytes())
+            a = a2
+        # close; then nobody knows the session
+        r["close"] = a.close()
+        r["resume_after_close"] = [Session(s, a.id, a.passwd).valid for s in servers]
+        r["ephemeral_after_close"] = other.exists(base + "/e")
+        # expiry: a session whose client goes away (waited for without touching it)
+        local_before = _mntr(home)["zk_local_sessions"]
+        c = Session(home)
+        c_eph = c.create(base + "/ce", CreateMode.EPHEMERAL)
+        c.drop()
+        r["expiry_ephemeral_create"] = c_eph
+        other.sync(base)
+        r["expiry_ephemeral_seen"] = other.exists(base + "/ce")
+        if c_eph == 0:
+            r["expiry_ephemeral_gone"] = _until(lambda: not other.exists(base + "/ce"), 3 * TIMEOUT_MS / 1000 + 5)
+        else:
+            r["expiry_local_gone"] = _until(lambda: int(_mntr(home)["zk_local_sessions"]) <= int(local_before),
+                                            3 * TIMEOUT_MS / 1000 + 5)
+        r["expired_at_home"] = not Session(home, c.id, c.passwd).valid
+        other.close()
+        out[key] = r
+    return out
+
+
+def _ensemble(kind: str) -> Iterator[list[ServerProcess]]:
+    require_apache()
+    servers = start_ensemble([kind] * 4, {"localSessionsEnabled": "true", "4lw.commands.whitelist": "*"},
+                             observers=[4],
+                             member_settings={i: {"localSessionsUpgradingEnabled": v} for i, v in UPGRADES.items()})
+    try:
+        yield servers
+    finally:
+        cleanup_ensemble(servers)
+
+
+def test_local_sessions_match_apache() -> None:
+    results = {}
+    for kind in ("apache", "zkpy"):
+        gen = _ensemble(kind)
+        servers = next(gen)
+        try:
+            results[kind] = scenario(servers)
+        finally:
+            gen.close()
+        print(kind, results[kind])
+    assert results["zkpy"] == results["apache"]
