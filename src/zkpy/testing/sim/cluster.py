@@ -380,10 +380,15 @@ def _sync_crashes(cluster: Cluster, plan: Plan, p: float) -> PacketHook:
 
 
 def run_seed(seed: int, *, nodes: int | None = None, faults: Iterable[str] | None = None,
-             chaos_ms: int | None = None, converge_ms: int = 40_000) -> RunResult:
-    """One random run; raises InvariantViolation or LivenessFailure (with the seed) on failure."""
+             chaos_ms: int | None = None, converge_ms: int = 40_000, local_sessions: bool = False,
+             local_sessions_upgrading: bool = False) -> RunResult:
+    """One random run; raises InvariantViolation or LivenessFailure (with the seed) on failure.
+    ``local_sessions``: the members run with localSessionsEnabled (and
+    ``local_sessions_upgrading``: localSessionsUpgradingEnabled); the seed's choices are the same."""
     rng = random.Random(seed)
     config, plan = choose(rng, nodes, faults, chaos_ms)
+    if local_sessions:
+        config = replace(config, local_sessions=True, local_sessions_upgrading=local_sessions_upgrading)
     cluster = Cluster(seed, config, rng)
     if "crash" in plan.faults or "torn" in plan.faults:
         cluster.packet_hooks.append(_sync_crashes(cluster, plan, 0.04))
