@@ -7,7 +7,8 @@ upgrades it to a global session (the member has ``localSessionsUpgradingEnabled=
 with EphemeralOnLocalSession (-120) (``false``); the ephemeral is seen from another member;
 moving the session to another member is refused (the session is expired there) unless it was
 upgraded; the member keeps serving the session after a refused move; a closed session cannot be
-resumed; a session whose client went away expires after its timeout, with its ephemerals.
+resumed; a session whose client went away expires after its timeout, with its ephemerals;
+``dump`` shows the local sessions' expiry sets apart from the global sessions.
 
 Members 1 and 2 upgrade, member 3 does not; the observations are keyed by the member's role and
 its upgrading flag, so that the comparison does not depend on which member leads.
@@ -15,6 +16,7 @@ its upgrading flag, so that the comparison does not depend on which member leads
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -111,65 +113,72 @@ def scenario(servers: list[ServerProcess]) -> dict[str, object]:
     roles = {s.port: server_mode(s) or "?" for s in servers}
     out: dict[str, object] = {}
     for home in servers:
-        myid = int(home.extra["myid"])
-        key = f"{roles[home.port]}/upgrading={UPGRADES[myid]}"
-        others = [s for s in servers if s is not home]
-        base = f"/ls-{uuid.uuid4().hex[:8]}"
-        r: dict[str, object] = {}
-        a = Session(home)
-        r["id_has_member"] = (a.id >> 56) == myid
-        r["create"] = a.create(base)
-        r["set"] = a.err(OpCode.SET_DATA, SetDataRequest(base, b"y", -1).to_bytes())
-        r["get"] = a.err(OpCode.GET_DATA, GetDataRequest(base, False).to_bytes())
-        m = _mntr(home)
-        r["mntr_local"] = m.get("zk_local_sessions")
-        global_before = int(m.get("zk_global_sessions", "-1"))
-        r["multi_ephemeral"] = a.multi_create(base + "/m", CreateMode.EPHEMERAL)
-        r["ephemeral"] = a.create(base + "/e", CreateMode.EPHEMERAL)
-        r["ephemeral_seq"] = a.create(base + "/s", CreateMode.EPHEMERAL_SEQUENTIAL)
-        m = _mntr(home)
-        r["mntr_local_after"] = m.get("zk_local_sessions")
-        r["global_grew"] = int(m.get("zk_global_sessions", "-1")) - global_before
-        other = Session(others[0])
-        other.sync(base)
-        r["seen_elsewhere"] = other.exists(base + "/e")
-        r["multi_seen_elsewhere"] = other.exists(base + "/m")
-        # a move: to the other members, while the first connection stays open
-        moved = []
-        for target in others:
-            b = Session(target, a.id, a.passwd)
-            moved.append(b.valid)
-            if b.valid:
-                r[f"moved_get_{roles[target.port]}"] = b.err(OpCode.GET_DATA, GetDataRequest(base, False).to_bytes())
-            b.drop()
-        r["moves_valid"] = moved
-        if not any(moved):
-            r["home_after_refused_move"] = a.err(OpCode.GET_DATA, GetDataRequest(base, False).to_bytes())
-            a2 = Session(home, a.id, a.passwd)
-            r["resume_home"] = a2.valid
-            r["old_connection_after_resume"] = a.err(OpCode.GET_DATA, GetDataRequest(base, False).to_bytes())
-            a = a2
-        # close; then nobody knows the session
-        r["close"] = a.close()
-        r["resume_after_close"] = [Session(s, a.id, a.passwd).valid for s in servers]
-        r["ephemeral_after_close"] = other.exists(base + "/e")
-        # expiry: a session whose client goes away (waited for without touching it)
-        local_before = _mntr(home)["zk_local_sessions"]
-        c = Session(home)
-        c_eph = c.create(base + "/ce", CreateMode.EPHEMERAL)
-        c.drop()
-        r["expiry_ephemeral_create"] = c_eph
-        other.sync(base)
-        r["expiry_ephemeral_seen"] = other.exists(base + "/ce")
-        if c_eph == 0:
-            r["expiry_ephemeral_gone"] = _until(lambda: not other.exists(base + "/ce"), 3 * TIMEOUT_MS / 1000 + 5)
-        else:
-            r["expiry_local_gone"] = _until(lambda: int(_mntr(home)["zk_local_sessions"]) <= int(local_before),
-                                            3 * TIMEOUT_MS / 1000 + 5)
-        r["expired_at_home"] = not Session(home, c.id, c.passwd).valid
-        other.close()
-        out[key] = r
+        key = f"{roles[home.port]}/upgrading={UPGRADES[int(home.extra['myid'])]}"
+        out[key] = _on_member(home, [s for s in servers if s is not home], roles)
     return out
+
+
+def _on_member(home: ServerProcess, others: list[ServerProcess], roles: dict[int, str]) -> dict[str, object]:
+    """The scenario with a session created on ``home``."""
+    myid = int(home.extra["myid"])
+    base = f"/ls-{uuid.uuid4().hex[:8]}"
+    r: dict[str, object] = {}
+    a = Session(home)
+    r["id_has_member"] = (a.id >> 56) == myid
+    r["create"] = a.create(base)
+    r["set"] = a.err(OpCode.SET_DATA, SetDataRequest(base, b"y", -1).to_bytes())
+    r["get"] = a.err(OpCode.GET_DATA, GetDataRequest(base, False).to_bytes())
+    m = _mntr(home)
+    r["mntr_local"] = m.get("zk_local_sessions")
+    tracker = four_letter(home.port, "dump").split("ephemeral nodes dump:")[0]
+    r["dump_sections"] = [re.sub(r"\d+", "N", line) for line in tracker.splitlines()
+                          if line.startswith(("Local", "Global", "Session"))]
+    global_before = int(m.get("zk_global_sessions", "-1"))
+    r["multi_ephemeral"] = a.multi_create(base + "/m", CreateMode.EPHEMERAL)
+    r["ephemeral"] = a.create(base + "/e", CreateMode.EPHEMERAL)
+    r["ephemeral_seq"] = a.create(base + "/s", CreateMode.EPHEMERAL_SEQUENTIAL)
+    m = _mntr(home)
+    r["mntr_local_after"] = m.get("zk_local_sessions")
+    r["global_grew"] = int(m.get("zk_global_sessions", "-1")) - global_before
+    other = Session(others[0])
+    other.sync(base)
+    r["seen_elsewhere"] = other.exists(base + "/e")
+    r["multi_seen_elsewhere"] = other.exists(base + "/m")
+    # a move: to the other members, while the first connection stays open
+    moved = []
+    for target in others:
+        b = Session(target, a.id, a.passwd)
+        moved.append(b.valid)
+        if b.valid:
+            r[f"moved_get_{roles[target.port]}"] = b.err(OpCode.GET_DATA, GetDataRequest(base, False).to_bytes())
+        b.drop()
+    r["moves_valid"] = moved
+    if not any(moved):
+        r["home_after_refused_move"] = a.err(OpCode.GET_DATA, GetDataRequest(base, False).to_bytes())
+        a2 = Session(home, a.id, a.passwd)
+        r["resume_home"] = a2.valid
+        r["old_connection_after_resume"] = a.err(OpCode.GET_DATA, GetDataRequest(base, False).to_bytes())
+        a = a2
+    # close; then nobody knows the session
+    r["close"] = a.close()
+    r["resume_after_close"] = [Session(s, a.id, a.passwd).valid for s in [home, *others]]
+    r["ephemeral_after_close"] = other.exists(base + "/e")
+    # expiry: a session whose client goes away (waited for without touching it)
+    local_before = _mntr(home)["zk_local_sessions"]
+    c = Session(home)
+    c_eph = c.create(base + "/ce", CreateMode.EPHEMERAL)
+    c.drop()
+    r["expiry_ephemeral_create"] = c_eph
+    other.sync(base)
+    r["expiry_ephemeral_seen"] = other.exists(base + "/ce")
+    if c_eph == 0:
+        r["expiry_ephemeral_gone"] = _until(lambda: not other.exists(base + "/ce"), 3 * TIMEOUT_MS / 1000 + 5)
+    else:
+        r["expiry_local_gone"] = _until(lambda: int(_mntr(home)["zk_local_sessions"]) <= int(local_before),
+                                        3 * TIMEOUT_MS / 1000 + 5)
+    r["expired_at_home"] = not Session(home, c.id, c.passwd).valid
+    other.close()
+    return r
 
 
 def _ensemble(kind: str) -> Iterator[list[ServerProcess]]:

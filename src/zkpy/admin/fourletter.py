@@ -33,8 +33,10 @@ from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 import zkpy
+from zkpy.ids import to_signed64
 from zkpy.server.connection import Connection
 from zkpy.server.core import ServerCore
+from zkpy.server.learner import LearnerServerCore
 from zkpy.server.metrics import Summary as MetricSummary
 from zkpy.server.metrics import summary_lines
 from zkpy.server.sessions import SessionTracker
@@ -460,11 +462,14 @@ def _session_sets(tracker: SessionTracker, now_ms: int, wall_ms: int) -> str:
 def _dump(server: ServerView, conn: Connection | None) -> str:
     core = _serving(server)
     now_ms, wall_ms = core.now_ms, core.wall_ms
-    sessions = _session_sets(core.sessions, now_ms, wall_ms)
-    if core.local is not None:  # 3.8's Leader/LearnerSessionTracker: the local tracker's sets first
-        sessions = f"Local Session {_session_sets(core.local.tracker, now_ms, wall_ms)}Global Session {sessions}"
+    if isinstance(core, LearnerServerCore):  # LearnerSessionTracker: the committed sessions, no expiry sets
+        ids = sorted(core.sessions.sessions, key=to_signed64)
+        sessions = f"Global Sessions({len(ids)}):\n" + "".join(
+            f"0x{_hex(sid)}\t{core.sessions.sessions[sid].timeout_ms}ms\n" for sid in ids)
     else:
-        sessions = f"Session {sessions}"
+        sessions = ("Global " if core.local is not None else "") + f"Session {_session_sets(core.sessions, now_ms, wall_ms)}"
+    if core.local is not None:  # 3.8's Leader/LearnerSessionTracker: the local tracker's sets first
+        sessions = f"Local Session {_session_sets(core.local.tracker, now_ms, wall_ms)}{sessions}"
     ephemerals = core.tree.ephemerals
     owners = sorted(ephemerals, key=lambda s: s & _MASK64)
     eph = "".join(f"0x{_hex(sid)}:\n" + "".join(f"\t{p}\n" for p in sorted(ephemerals[sid])) for sid in owners)
