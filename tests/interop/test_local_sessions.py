@@ -8,7 +8,9 @@ with EphemeralOnLocalSession (-120) (``false``); the ephemeral is seen from anot
 moving the session to another member is refused (the session is expired there) unless it was
 upgraded; the member keeps serving the session after a refused move; a closed session cannot be
 resumed; a session whose client went away expires after its timeout, with its ephemerals;
-``dump`` shows the local sessions' expiry sets apart from the global sessions.
+``dump`` shows the local sessions' expiry sets apart from the global sessions. When the leader
+changes, a member's local sessions are gone (it serves the new term with a new pipeline); an
+upgraded session lives on.
 
 Members 1 and 2 upgrade, member 3 does not; the observations are keyed by the member's role and
 its upgrading flag, so that the comparison does not depend on which member leads.
@@ -17,6 +19,7 @@ its upgrading flag, so that the comparison does not depend on which member leads
 from __future__ import annotations
 
 import re
+import signal
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -40,9 +43,10 @@ UPGRADES = {1: "true", 2: "false", 3: "true", 4: "true"}  # member 4 observes
 class Session:
     """A raw connection to one member with its session, issuing requests one at a time."""
 
-    def __init__(self, server: ServerProcess, session_id: int = 0, passwd: bytes = bytes(16)) -> None:
+    def __init__(self, server: ServerProcess, session_id: int = 0, passwd: bytes = bytes(16),
+                 timeout_ms: int = TIMEOUT_MS) -> None:
         self.conn = RawConn(server.port)
-        rsp = self.conn.handshake(TIMEOUT_MS, session_id, passwd)
+        rsp = self.conn.handshake(timeout_ms, session_id, passwd)
         self.valid = rsp.timeOut > 0 and rsp.sessionId != 0
         self.id, self.passwd = rsp.sessionId, rsp.passwd
         self.xid = 0
@@ -181,6 +185,23 @@ def _on_member(home: ServerProcess, others: list[ServerProcess], roles: dict[int
     return r
 
 
+def after_leader_change(servers: list[ServerProcess]) -> dict[str, object]:
+    """A follower's local session and an upgraded one, then the leader is killed: once the
+    follower serves the new leader, is either session still there?"""
+    leader = next(s for s in servers if server_mode(s) == "leader")
+    home = next(s for s in servers if server_mode(s) == "follower" and UPGRADES[int(s.extra["myid"])] == "true")
+    local = Session(home, timeout_ms=10_000)
+    upgraded = Session(home, timeout_ms=10_000)
+    r: dict[str, object] = {"ephemeral": upgraded.create(f"/ls-{uuid.uuid4().hex[:8]}", CreateMode.EPHEMERAL)}
+    leader.stop(signal.SIGKILL)
+    local.conn.wait_closed(30.0)  # the follower left its term: it closes its clients' connections
+    upgraded.drop()
+    r["serving_again"] = _until(lambda: server_mode(home) in ("leader", "follower"), 30.0)
+    r["local_resumed"] = Session(home, local.id, local.passwd).valid
+    r["upgraded_resumed"] = Session(home, upgraded.id, upgraded.passwd).valid
+    return r
+
+
 def _ensemble(kind: str) -> Iterator[list[ServerProcess]]:
     require_apache()
     servers = start_ensemble([kind] * 4, {"localSessionsEnabled": "true", "4lw.commands.whitelist": "*"},
@@ -198,7 +219,7 @@ def test_local_sessions_match_apache() -> None:
         gen = _ensemble(kind)
         servers = next(gen)
         try:
-            results[kind] = scenario(servers)
+            results[kind] = {**scenario(servers), "after leader change": after_leader_change(servers)}
         finally:
             gen.close()
         print(kind, results[kind])
