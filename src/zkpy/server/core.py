@@ -29,10 +29,8 @@ from zkpy.errors import (
     EphemeralOnLocalSessionError,
     MarshallingError,
     ProtocolError,
-    SessionExpiredError,
     ZookeeperError,
 )
-from zkpy.ids import to_signed64
 from zkpy.ratelimit import LogLimiter
 from zkpy.server.connection import (
     MAX_FRAMES_PER_TURN,
@@ -527,17 +525,6 @@ class ServerCore:
             if owner is not None:
                 self._close(owner, "session expired")
 
-    def _session_checks(self, session: int, global_live: bool,
-                        upgrade_error: ZookeeperError | None) -> tuple[bool, ZookeeperError | None]:
-        """With local sessions, whether ``session`` may write and what an ephemeral create of it
-        fails with (LeaderSessionTracker.checkSession / checkGlobalSession): a global or local
-        session here may write, and so may a session of another member (its local session: only
-        its member knows it); only a global session may own an ephemeral."""
-        assert self.local is not None
-        ephemeral_error = upgrade_error or (None if global_live else SessionExpiredError())
-        live = global_live or self.local.is_live(session) or (to_signed64(session) >> 56) != self._my_id
-        return live, ephemeral_error
-
     def _sync(self, read: QueuedRead) -> None:
         """A sync: answered after every txn proposed before it is applied (ZooKeeper queues it
         behind every write in flight, whichever session sent it)."""
@@ -682,7 +669,7 @@ class ServerCore:
         if error is None:
             live = self.sessions.is_live(session) or op == OpCode.CREATE_SESSION
             if self.local is not None:
-                live, ephemeral_error = self._session_checks(session, live, ephemeral_error)
+                live, ephemeral_error = self.local.checks(session, live, ephemeral_error, self._my_id)
             hdr, txn, error = self.prep.prep(op, request, session, xid, auth, zxid, self.wall_ms, live,
                                              ephemeral_error)
             if conn is not None and error is not None and (error.code == Code.BADARGUMENTS

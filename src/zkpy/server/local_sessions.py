@@ -16,6 +16,8 @@ Invariants owned here:
   local to upgrading, ``committed`` ends the upgrade when the createSession txn is applied;
 - which requests need a global session (``needs_global``): a create or create2 with an
   ephemeral mode, or a multi holding one (QuorumZooKeeperServer.checkUpgradeSession).
+- who may write (``checks``): a global session, a local one of this member, or a session of
+  another member (its local session); only a global session may create an ephemeral.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from zkpy.errors import SessionExpiredError, ZookeeperError
+from zkpy.ids import to_signed64
 from zkpy.server.sessions import SessionTracker
 from zkpy.wire.consts import CreateMode, OpCode
 
@@ -94,6 +98,17 @@ class LocalSessions:
         """A closeSession txn for this id was applied."""
         self.upgrading.pop(session_id, None)
         self.tracker.remove(session_id)
+
+    def checks(self, session_id: int, global_live: bool, upgrade_error: ZookeeperError | None,
+               my_id: int) -> tuple[bool, ZookeeperError | None]:
+        """Whether a session may write, and what an ephemeral create of it fails with (None: it
+        may create one), for the pipeline that preps txns (LeaderSessionTracker.checkSession and
+        checkGlobalSession): a global or local session here may write, and so may a session of
+        another member (its local session, which only that member knows), but only a global
+        session may own an ephemeral; ``upgrade_error`` is the failed upgrade's error."""
+        ephemeral_error = upgrade_error or (None if global_live else SessionExpiredError())
+        live = global_live or self.is_live(session_id) or (to_signed64(session_id) >> 56) != my_id
+        return live, ephemeral_error
 
     def __len__(self) -> int:
         """zk_local_sessions: the local sessions (not the upgrading ones)."""
