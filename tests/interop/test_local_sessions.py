@@ -1,4 +1,5 @@
-"""Local sessions (localSessionsEnabled) on a 3-member zkpy ensemble and on Apache ZooKeeper 3.8.
+"""Local sessions (localSessionsEnabled) on a zkpy ensemble and on an Apache ZooKeeper 3.8 one
+(3 voters and an observer each).
 
 The same scenario runs on both, member by member, and what a client can observe is compared:
 a session created on a member is local (its id carries the member's id; ``mntr`` counts it in
@@ -12,8 +13,9 @@ resumed; a session whose client went away expires after its timeout, with its ep
 changes, a member's local sessions are gone (it serves the new term with a new pipeline); an
 upgraded session lives on.
 
-Members 1 and 2 upgrade, member 3 does not; the observations are keyed by the member's role and
-its upgrading flag, so that the comparison does not depend on which member leads.
+Members 1, 3 and 4 (the observer) upgrade, member 2 does not; the observations are keyed by the
+member's role and its upgrading flag, so that the comparison does not depend on which member
+leads.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import signal
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
 from tests.conftest import require_apache
@@ -154,6 +157,7 @@ def _on_member(home: ServerProcess, others: list[ServerProcess], roles: dict[int
         b = Session(target, a.id, a.passwd)
         moved.append(b.valid)
         if b.valid:
+            b.sync(base)
             r[f"moved_get_{roles[target.port]}"] = b.err(OpCode.GET_DATA, GetDataRequest(base, False).to_bytes())
         b.drop()
     r["moves_valid"] = moved
@@ -166,6 +170,7 @@ def _on_member(home: ServerProcess, others: list[ServerProcess], roles: dict[int
     # close; then nobody knows the session
     r["close"] = a.close()
     r["resume_after_close"] = [Session(s, a.id, a.passwd).valid for s in [home, *others]]
+    other.sync(base)  # the other member has every txn committed before: the close
     r["ephemeral_after_close"] = other.exists(base + "/e")
     # expiry: a session whose client goes away (waited for without touching it)
     local_before = _mntr(home)["zk_local_sessions"]
@@ -202,6 +207,7 @@ def after_leader_change(servers: list[ServerProcess]) -> dict[str, object]:
     return r
 
 
+@contextmanager
 def _ensemble(kind: str) -> Iterator[list[ServerProcess]]:
     require_apache()
     servers = start_ensemble([kind] * 4, {"localSessionsEnabled": "true", "4lw.commands.whitelist": "*"},
@@ -216,11 +222,7 @@ def _ensemble(kind: str) -> Iterator[list[ServerProcess]]:
 def test_local_sessions_match_apache() -> None:
     results = {}
     for kind in ("apache", "zkpy"):
-        gen = _ensemble(kind)
-        servers = next(gen)
-        try:
+        with _ensemble(kind) as servers:
             results[kind] = {**scenario(servers), "after leader change": after_leader_change(servers)}
-        finally:
-            gen.close()
         print(kind, results[kind])
     assert results["zkpy"] == results["apache"]
