@@ -65,6 +65,12 @@ class QuorumConfig:
     # Either one non-empty makes the quorum hierarchical (zkpy.quorum.hierarchical checks them).
     groups: tuple[tuple[int, tuple[int, ...]], ...] = ()
     weights: tuple[tuple[int, int], ...] = ()
+    # localSessionsEnabled: a member's new sessions are local to it (server.local_sessions);
+    # localSessionsUpgradingEnabled: an ephemeral create upgrades a local session to a global one
+    # (without it, the create fails with EphemeralOnLocalSession). Members of an ensemble only:
+    # a standalone server's sessions are all global, as in ZooKeeper 3.8.
+    local_sessions: bool = False
+    local_sessions_upgrading: bool = False
 
     @property
     def participants(self) -> tuple[QuorumServer, ...]:

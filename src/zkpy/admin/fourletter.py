@@ -33,10 +33,13 @@ from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 import zkpy
+from zkpy.ids import to_signed64
 from zkpy.server.connection import Connection
 from zkpy.server.core import ServerCore
+from zkpy.server.learner import LearnerServerCore
 from zkpy.server.metrics import Summary as MetricSummary
 from zkpy.server.metrics import summary_lines
+from zkpy.server.sessions import SessionTracker
 from zkpy.tree.quota import EXCEEDED_PER_NAMESPACE, namespace_figures
 
 from .view import ServerView, Summary
@@ -348,7 +351,7 @@ def mntr_values(server: ServerView) -> list[tuple[str, object]]:
     if mode == "leader" and config.quorum is not None:
         values.append(("quorum_size", len(config.quorum.participants)))
     values += [
-        ("local_sessions", 0),
+        ("local_sessions", len(core.local) if core.local is not None else 0),
         ("uptime", core.now_ms - core.started_ms),
         ("outstanding_tls_handshake", 0),
         ("non_mtls_local_conn_count", 0),
@@ -462,11 +465,24 @@ def _expiry_sets(buckets: dict[int, list[str]], now_ms: int, wall_ms: int) -> st
     return "".join(out)
 
 
+def _session_sets(tracker: SessionTracker, now_ms: int, wall_ms: int) -> str:
+    """A session tracker's expiry buckets, as ExpiryQueue.dump writes them."""
+    buckets = {t: [f"0x{_hex(sid)}" for sid in sorted(sids, key=lambda s: s & _MASK64)]
+               for t, sids in tracker.buckets.items() if sids}
+    return _expiry_sets(buckets, now_ms, wall_ms)
+
+
 def _dump(server: ServerView, conn: Connection | None) -> str:
     core = _serving(server)
     now_ms, wall_ms = core.now_ms, core.wall_ms
-    sessions = {t: [f"0x{_hex(sid)}" for sid in sorted(sids, key=lambda s: s & _MASK64)]
-                for t, sids in core.sessions.buckets.items() if sids}
+    if isinstance(core, LearnerServerCore):  # LearnerSessionTracker: the committed sessions, no expiry sets
+        ids = sorted(core.sessions.sessions, key=to_signed64)
+        sessions = f"Global Sessions({len(ids)}):\n" + "".join(
+            f"0x{_hex(sid)}\t{core.sessions.sessions[sid].timeout_ms}ms\n" for sid in ids)
+    else:
+        sessions = ("Global " if core.local is not None else "") + f"Session {_session_sets(core.sessions, now_ms, wall_ms)}"
+    if core.local is not None:  # 3.8's Leader/LearnerSessionTracker: the local tracker's sets first
+        sessions = f"Local Session {_session_sets(core.local.tracker, now_ms, wall_ms)}{sessions}"
     ephemerals = core.tree.ephemerals
     owners = sorted(ephemerals, key=lambda s: s & _MASK64)
     eph = "".join(f"0x{_hex(sid)}:\n" + "".join(f"\t{p}\n" for p in sorted(ephemerals[sid])) for sid in owners)
@@ -474,10 +490,12 @@ def _dump(server: ServerView, conn: Connection | None) -> str:
     conns: dict[int, list[str]] = {}
     for c in _connections(server):
         session = core.sessions.sessions.get(c.session_id) if c.session_id else None
+        if session is None and core.local is not None:
+            session = core.local.tracker.sessions.get(c.session_id)
         expires_at = session.expires_at if session is not None else (now_ms + width) // width * width + width
         conns.setdefault(expires_at, []).append(f"ip: {_address(c)} sessionId: 0x{_hex(c.session_id)}")
     return ("SessionTracker dump:\n"
-            f"Session {_expiry_sets(sessions, now_ms, wall_ms)}"
+            f"{sessions}"
             "ephemeral nodes dump:\n"
             f"Sessions with Ephemerals ({len(owners)}):\n{eph}"
             "Connections dump:\n"

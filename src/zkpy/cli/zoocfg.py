@@ -249,6 +249,9 @@ def config_from_properties(props: dict[str, str], source: str, read_myid: MyidRe
         raise ConfigError(f"{source}: standaloneEnabled=false needs server.N lines with at least one participant")
     elif hierarchy.keys:
         raise ConfigError(f"{hierarchy.source}: {hierarchy.keys[0]}: group and weight lines need server.N lines")
+    if quorum_values.get("local_sessions") and not (servers and values["quorum"].is_ensemble):
+        log.warning("%s: localSessionsEnabled has no effect on a standalone server: its sessions are all global, "
+                    "as in ZooKeeper 3.8", source)
     try:
         values.update(security_config(props, _warner(source), _read_text, read_sasl_section, jaas_path))
         if "secure_client_port" in values and "client_port" not in values:

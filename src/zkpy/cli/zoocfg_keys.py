@@ -7,7 +7,7 @@ A key is one of:
   value exits 2 naming the key and the file.
 - **no effect**: accepted with one WARN line at startup that names it and says why. ``same``
   lists the values that ask for what zkpy does anyway; with one of those the key is accepted
-  without a line (``reconfigEnabled=false``, ``localSessionsEnabled=false``).
+  without a line (``reconfigEnabled=false``).
 - **refused**: zkpy will not start with it, because ignoring it would change safety (who may read
   or write, what a quorum is, whether acknowledged data survives). ``when`` lists the refused
   values (``None``: every value); any other value asks for what zkpy does and is accepted.
@@ -161,9 +161,13 @@ KEYS: dict[str, KeyRule] = {
     "observer.election.DelayMs": _none("not configurable in zkpy"),
     "fastleader.minNotificationInterval": _none("zkpy's election uses ZooKeeper's default intervals"),
     "fastleader.maxNotificationInterval": _none("zkpy's election uses ZooKeeper's default intervals"),
-    "localSessionsEnabled": _none("every zkpy session is global: it is created through the quorum and "
-                                  "stays valid on every server", "false"),
-    "localSessionsUpgradingEnabled": _none("every zkpy session is global", "false"),
+    "localSessionsEnabled": _honoured("a member's new sessions are local: created, expired and closed by that "
+                                      "member alone, without a txn (a standalone server's are all global, as in "
+                                      "ZooKeeper)", "quorum.local_sessions", "bool"),
+    "localSessionsUpgradingEnabled": _honoured("with localSessionsEnabled, an ephemeral create upgrades a local "
+                                               "session to a global one (else it fails with "
+                                               "EphemeralOnLocalSession)", "quorum.local_sessions_upgrading",
+                                               "bool"),
     "portUnification": _none("zkpy's quorum ports speak either TLS (sslQuorum=true) or plaintext, not both",
                              "false"),
     "kerberos.canonicalizeHostNames": _none(_NO_KERBEROS),

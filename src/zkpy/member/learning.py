@@ -97,8 +97,11 @@ class LearningCore(TermCore):
         self._end("the leader closed the connection")
 
     def tick(self) -> None:
+        """Zab's timers, then the pipeline's (a learner expires only its local sessions)."""
         if self._started:
             self.zab.tick(self.now_ms)
+        if self.server is not None:
+            self.server.tick()
 
     def _to_zab(self, outputs: list[ServerOutput]) -> None:
         """What the pipeline sends the leader, in order."""

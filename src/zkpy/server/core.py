@@ -26,6 +26,7 @@ from zkpy.config import ServerConfig
 from zkpy.errors import (
     BadArgumentsError,
     Code,
+    EphemeralOnLocalSessionError,
     MarshallingError,
     ProtocolError,
     ZookeeperError,
@@ -48,6 +49,7 @@ from zkpy.server.handshake import (
     read_sasl_token,
     sasl_response,
 )
+from zkpy.server.local_sessions import LocalSessions, needs_global
 from zkpy.server.metrics import FOLD_AT, WATCH_FIRED, ServerMetrics
 from zkpy.server.outputs import Output, Propose, ServerOutput
 from zkpy.server.prep import WRITE_OPS, Prep
@@ -140,6 +142,7 @@ class Forwarded:
     received_ms: int
     body: bytes = b""  # a sync's request (its path), read when it is answered
     done: bool = False  # a sync: the leader's SYNC arrived
+    error: ZookeeperError | None = None  # what the client is answered whatever the leader says (not a multi)
 
 
 @dataclass(slots=True)
@@ -164,8 +167,12 @@ class ServerCore:
     sessions expire here. ``server.leader.LeaderServerCore`` also takes learners' forwarded
     requests; ``server.learner.LearnerServerCore`` sends writes, new sessions, moved sessions and
     syncs to the leader and applies what comes back committed. The methods named ``_new_session``,
-    ``_session_moved``, ``_seen``, ``_write``, ``_sync``, ``_awaits_quorum`` and ``tick`` are
-    where the roles differ."""
+    ``_session_moved``, ``_seen``, ``_write``, ``_upgrade``, ``_sync``, ``_awaits_quorum`` and
+    ``tick`` are where the roles differ.
+
+    With ``local`` (a member's pipeline with localSessionsEnabled, see ``enable_local_sessions``)
+    new sessions are local: created, touched, expired and closed here without a txn; an ephemeral
+    create of one upgrades it first (``_upgrade``) or fails with EphemeralOnLocalSession."""
 
     def __init__(self, config: ServerConfig, now_ms: int, wall_ms: int, log: Log = lambda _m: None,
                  tree: DataTree | None = None, next_zxid: int | None = None) -> None:
@@ -196,6 +203,13 @@ class ServerCore:
         self.metrics = ServerMetrics()  # ZooKeeper's ServerMetrics: mntr and the Prometheus endpoint read them
         self._enforced = enforced_schemes(self.config)  # an id of one of these is needed for any request
         self.limiter = LogLimiter()  # lines a client can repeat: at most a few per minute per kind and peer
+        self.local: LocalSessions | None = None  # local sessions (localSessionsEnabled); None: all are global
+        self._my_id = config.quorum.my_id if config.quorum is not None and config.quorum.my_id else config.server_id
+
+    def enable_local_sessions(self, upgrading: bool) -> None:
+        """New sessions are local from now on (localSessionsEnabled; ``upgrading``:
+        localSessionsUpgradingEnabled). A member's pipeline calls it when it is built."""
+        self.local = LocalSessions(self.config.tick_ms, self.now_ms, upgrading)
 
     # ---- time ----
 
@@ -336,10 +350,23 @@ class ServerCore:
         if req.sessionId == 0:
             sid = self.sessions.new_session_id()
             conn.session_id = sid
+            if self.local is not None:  # a local session: no txn, established at once
+                self.local.add(sid, timeout, self.now_ms)
+                self._established(conn)
+                return
             conn.state = ConnState.AWAIT_SESSION
             self._new_session(conn, sid, timeout)
             return
         sid = req.sessionId
+        if self.local is not None and self.local.is_live(sid):  # a local session back on its member
+            if req.passwd != session_password(sid):
+                self._refuse_session(conn, sid)
+                return
+            self._take_over_session(conn, sid)
+            self.local.touch(sid, self.now_ms, timeout)
+            conn.session_id = sid
+            self._established(conn)
+            return
         if self._session_moved(conn, sid, req.passwd, timeout):
             return
         if not self.sessions.is_live(sid) or req.passwd != session_password(sid):
@@ -411,6 +438,8 @@ class ServerCore:
         if xid >= 0:  # pings and other special xids are not the client's last operation
             conn.last_cxid = xid
         if op in WRITE_OPS:
+            if self.local is not None and self._local_write(conn, xid, op, body):
+                return
             self._write(conn, xid, op, body)
             return
         read = QueuedRead(conn, xid, op, body, self.now_ms)
@@ -424,10 +453,77 @@ class ServerCore:
 
     def _seen(self, conn: Connection) -> None:
         """A request came on ``conn``: its session lives on."""
-        self.sessions.touch(conn.session_id, self.now_ms)
+        if self.local is None or not self.local.touch(conn.session_id, self.now_ms):
+            self.sessions.touch(conn.session_id, self.now_ms)
 
-    def _write(self, conn: Connection, xid: int, op: int, body: bytes) -> None:
-        self._submit_write(conn, xid, op, body)
+    def _write(self, conn: Connection, xid: int, op: int, body: bytes,
+               ephemeral_error: ZookeeperError | None = None) -> None:
+        """A write; ``ephemeral_error``: what an ephemeral create in it fails with."""
+        self._submit_write(conn, xid, op, body, ephemeral_error)
+
+    def _local_write(self, conn: Connection, xid: int, op: int, body: bytes) -> bool:
+        """A write of a local session that its member settles (True: handled, nothing more to do):
+        its closeSession is answered here, after what the session sent before; an ephemeral create
+        upgrades it to a global session first (then it goes on as any write), or without
+        localSessionsUpgradingEnabled goes on failing with EphemeralOnLocalSession
+        (QuorumZooKeeperServer.checkUpgradeSession)."""
+        local = self.local
+        assert local is not None
+        sid = conn.session_id
+        if not local.is_local(sid):
+            return False
+        if op == OpCode.CLOSE_SESSION:
+            read = QueuedRead(conn, xid, op, body, self.now_ms)
+            if sid in self.queues:
+                self._queue(read)
+            else:
+                self._run_read(read)
+            return True
+        if op not in (OpCode.CREATE, OpCode.CREATE2, OpCode.MULTI):
+            return False
+        request, error = self._decode_write(op, body, f"{conn.ip}:{conn.port}")
+        if error is not None or not needs_global(op, request):
+            return False
+        if not local.upgrading_enabled:
+            self._write(conn, xid, op, body, EphemeralOnLocalSessionError())
+            return True
+        timeout = local.upgrade(sid)
+        if timeout is not None:
+            self.log(f"upgrading session 0x{sid & 0xFFFFFFFFFFFFFFFF:x} to a global session")
+            self._upgrade(sid, timeout)
+        return False
+
+    def _upgrade(self, sid: int, timeout: int) -> None:
+        """Local session ``sid`` becomes global: its createSession (same id and timeout) goes to
+        the quorum before the request that needs it. Here (the leader) it is tracked as global at
+        once, so that the request prepped next finds it."""
+        self.sessions.add(sid, timeout, self.now_ms)
+        self._propose(OpCode.CREATE_SESSION, timeout, None, 0, sid, None)
+
+    def _close_local(self, r: QueuedRead) -> None:
+        """A local session's closeSession, in its turn: its member forgets it; no txn."""
+        conn = r.conn
+        sid = conn.session_id
+        if self.local is not None:
+            self.local.remove(sid)
+        if self.session_conn.get(sid) is conn:
+            del self.session_conn[sid]
+        zxid = self.tree.last_processed_zxid
+        self._account(conn, r.xid, r.op, zxid, r.received_ms)
+        self._send(conn, _REPLY_HEADER.pack(r.xid, zxid, 0))
+        conn.close("closeSession")
+        self._dirty[conn] = None
+
+    def _expire_local(self) -> None:
+        """Local sessions whose timeout passed are gone: their connection closes."""
+        if self.local is None:
+            return
+        for sid in self.local.expired(self.now_ms):
+            self.log(f"expiring local session 0x{sid & 0xFFFFFFFFFFFFFFFF:x}, timeout exceeded")
+            self.metrics.counters["stale_sessions_expired"] += 1
+            owner = self.session_conn.pop(sid, None)
+            if owner is not None:
+                self._close(owner, "session expired")
 
     def _sync(self, read: QueuedRead) -> None:
         """A sync: answered after every txn proposed before it is applied (ZooKeeper queues it
@@ -534,7 +630,8 @@ class ServerCore:
                           f"authorizationID: {authz}{' (a super user)' if super_user else ''}")
         self._send(conn, sasl_response(xid, Code.OK, answer))
 
-    def _submit_write(self, conn: Connection, xid: int, op: int, body: bytes) -> None:
+    def _submit_write(self, conn: Connection, xid: int, op: int, body: bytes,
+                      ephemeral_error: ZookeeperError | None = None) -> None:
         request, error = self._decode_write(op, body, f"{conn.ip}:{conn.port}")
         if op == OpCode.CREATE_SESSION:
             # a client may not create sessions over an established one (ZooKeeper answers it with a
@@ -543,7 +640,7 @@ class ServerCore:
                           f"refusing createSession from established session 0x{conn.session_id & 0xFFFFFFFFFFFFFFFF:x} "
                           f"at {conn.ip}:{conn.port}")
             error = error or BadArgumentsError("createSession from a client")
-        self._propose(op, request, conn, xid, conn.session_id, error)
+        self._propose(op, request, conn, xid, conn.session_id, error, ephemeral_error=ephemeral_error)
 
     def _decode_write(self, op: int, body: bytes, origin: str) -> tuple[Any, ZookeeperError | None]:
         try:
@@ -563,14 +660,18 @@ class ServerCore:
         return request, error
 
     def _propose(self, op: int, request: Any, conn: Connection | None, xid: int, session: int,
-                 error: ZookeeperError | None, auth: list[Id] | None = None) -> None:
+                 error: ZookeeperError | None, auth: list[Id] | None = None,
+                 ephemeral_error: ZookeeperError | None = None) -> None:
         zxid = self.next_zxid
         self.next_zxid += 1
         if auth is None:
             auth = conn.auth if conn is not None else [SUPER]
         if error is None:
-            hdr, txn, error = self.prep.prep(op, request, session, xid, auth, zxid, self.wall_ms,
-                                             self.sessions.is_live(session) or op == OpCode.CREATE_SESSION)
+            live = self.sessions.is_live(session) or op == OpCode.CREATE_SESSION
+            if self.local is not None:
+                live, ephemeral_error = self.local.checks(session, live, ephemeral_error, self._my_id)
+            hdr, txn, error = self.prep.prep(op, request, session, xid, auth, zxid, self.wall_ms, live,
+                                             ephemeral_error)
             if conn is not None and error is not None and (error.code == Code.BADARGUMENTS
                                                            or op == OpCode.DELETE_CONTAINER):
                 self.log_peer("refused", conn.ip, f"{OP_NAMES.get(op, op)} from {conn.ip}:{conn.port} refused with "
@@ -618,6 +719,11 @@ class ServerCore:
         self.prep.applied(p.hdr.zxid)
         self._deliver_events()
         session = p.hdr.clientId
+        if self.local is not None and p.error is None:
+            if p.op == OpCode.CREATE_SESSION:
+                self.local.committed(session)
+            elif p.op == OpCode.CLOSE_SESSION:
+                self.local.closed(session)
         if p.op == OpCode.CLOSE_SESSION and p.error is None:
             self.sessions.remove(session)
             owner = self.session_conn.pop(session, None)
@@ -750,6 +856,9 @@ class ServerCore:
             self._account(conn, r.xid, op, zxid, r.received_ms)
             self._send(conn, _REPLY_HEADER.pack(Xid.PING, zxid, 0))
             return
+        if op == OpCode.CLOSE_SESSION:
+            self._close_local(r)
+            return
         try:
             body = run_read(self.tree, conn, op, r.body, lambda payload: self._send(conn, payload),
                             () if self.config.sasl_auth else ("sasl",))
@@ -768,7 +877,9 @@ class ServerCore:
 
     def tick(self) -> None:
         """Expire sessions whose bucket has passed; delete empty containers and expired TTL nodes.
-        Only a standalone server or the leader does either; learners hear of it through txns."""
+        Only a standalone server or the leader does either; learners hear of it through txns.
+        Local sessions expire on their own member, leader or learner."""
+        self._expire_local()
         for sid in self.sessions.expired(self.now_ms):
             s = self.sessions.sessions.get(sid)
             self.log(f"expiring session 0x{sid & 0xFFFFFFFFFFFFFFFF:x}, timeout of {s.timeout_ms if s else '?'}ms exceeded")

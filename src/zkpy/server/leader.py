@@ -29,6 +29,8 @@ class LeaderServerCore(ServerCore):
         self.quorum_sync = quorum is not None and quorum.quorum_sync
         self._quorum_waiting: dict[int, int] = {}  # token -> the session whose sync waits
         self._next_token = 1
+        if config.quorum is not None and config.quorum.local_sessions:
+            self.enable_local_sessions(config.quorum.local_sessions_upgrading)
 
     def _sync(self, read: QueuedRead) -> None:
         if self.quorum_sync:

@@ -4,8 +4,10 @@ A learner decides nothing alone: writes, new sessions and syncs go to the leader
 and wait in their session's queue; a session that moved here is revalidated by the leader
 (`Revalidate`) before its client hears anything; committed txns come back in zxid order
 (``apply_committed``) and answer the local client that sent them; the leader's SYNC answers
-the oldest forwarded sync (``sync_done``). Sessions are only reported alive (``take_touches``,
-in the PING reply): the leader expires them.
+the oldest forwarded sync (``sync_done``). Global sessions are only reported alive
+(``take_touches``, in the PING reply): the leader expires them. Local sessions
+(localSessionsEnabled) are this learner's alone (``server.local_sessions``); an upgrade sends
+their createSession to the leader ahead of the request that needs it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections import deque
 from typing import Any
 
 from zkpy.config import ServerConfig
-from zkpy.errors import error_for
+from zkpy.errors import ZookeeperError, error_for
 from zkpy.server.connection import Connection, ConnState
 from zkpy.server.core import Forwarded, Log, Proposal, QueuedRead, ServerCore
 from zkpy.server.outputs import Forward, Revalidate
@@ -32,6 +34,8 @@ class LearnerServerCore(ServerCore):
         self._pending_revalidation: dict[int, Connection] = {}  # sessions waiting for the leader's word
         self._pending_syncs: deque[Forwarded] = deque()  # forwarded syncs waiting for the leader's SYNC
         self._touched: dict[int, int] = {}  # sessions seen since the last PING reply -> timeout
+        if config.quorum is not None and config.quorum.local_sessions:
+            self.enable_local_sessions(config.quorum.local_sessions_upgrading)
 
     # ---- where a learner differs
 
@@ -54,20 +58,31 @@ class LearnerServerCore(ServerCore):
         return True
 
     def _seen(self, conn: Connection) -> None:
+        if self.local is not None and self.local.touch(conn.session_id, self.now_ms):
+            return
         self._touched[conn.session_id] = conn.timeout_ms
 
-    def _write(self, conn: Connection, xid: int, op: int, body: bytes) -> None:
+    def _write(self, conn: Connection, xid: int, op: int, body: bytes,
+               ephemeral_error: ZookeeperError | None = None) -> None:
         if op == OpCode.CREATE_SESSION:
             self.log_peer("createSession", conn.ip, f"closing {conn.ip}:{conn.port}: createSession from an established session")
             self._close(conn, "createSession from a client")
             return
-        self._forward(conn, xid, op, body)
+        # a failed upgrade's error is the client's answer; the leader still gets the request (as
+        # ZooKeeper's FollowerRequestProcessor sends it) and fails it too: the session is not global
+        self._forward(conn, xid, op, body, ephemeral_error)
+
+    def _upgrade(self, sid: int, timeout: int) -> None:
+        self._touched[sid] = timeout
+        self._out.append(Forward(sid, 0, OpCode.CREATE_SESSION, INT.pack(timeout), ()))
 
     def _sync(self, read: QueuedRead) -> None:
         self._forward(read.conn, read.xid, OpCode.SYNC, read.body)
 
     def tick(self) -> None:
-        """Nothing expires here: the leader's closeSession and deleteContainer txns say so."""
+        """Only local sessions expire here: for the rest, the leader's closeSession and
+        deleteContainer txns say so."""
+        self._expire_local()
 
     # ---- the leader's answers
 
@@ -84,8 +99,9 @@ class LearnerServerCore(ServerCore):
         self._established(conn)
         self._process_frames(conn)
 
-    def _forward(self, conn: Connection, xid: int, op: int, body: bytes) -> None:
-        f = Forwarded(conn, xid, op, self.now_ms, body if op == OpCode.SYNC else b"")
+    def _forward(self, conn: Connection, xid: int, op: int, body: bytes,
+                 error: ZookeeperError | None = None) -> None:
+        f = Forwarded(conn, xid, op, self.now_ms, body if op == OpCode.SYNC else b"", error=error)
         self._queue(f)
         if op == OpCode.SYNC:
             self._pending_syncs.append(f)
@@ -108,12 +124,18 @@ class LearnerServerCore(ServerCore):
         session = hdr.clientId
         if hdr.type == OpCode.CREATE_SESSION:
             self.sessions.add(session, txn.timeOut, self.now_ms)
+            if self.local is not None:
+                self.local.committed(session)
         elif hdr.type == OpCode.CLOSE_SESSION:
             self.sessions.remove(session)
             self._touched.pop(session, None)
+            if self.local is not None:
+                self.local.closed(session)
         queue = self.queues.get(session)
         head = queue[0] if queue else None
-        if not isinstance(head, Forwarded) or head.op == OpCode.SYNC or head.xid != hdr.cxid:
+        if (not isinstance(head, Forwarded) or head.op == OpCode.SYNC or head.xid != hdr.cxid
+                or (hdr.type == OpCode.CREATE_SESSION) != (head.op == OpCode.CREATE_SESSION)):
+            # not the answer to this session's oldest request (an upgrade's createSession has none)
             if hdr.type == OpCode.CLOSE_SESSION:
                 owner = self.session_conn.pop(session, None)
                 if owner is not None:
@@ -133,6 +155,8 @@ class LearnerServerCore(ServerCore):
                 self._close(conn, "session not created")
         else:
             error = error_for(rc.err) if hdr.type == OpCode.ERROR and rc.err else None
+            if head.error is not None and head.op != OpCode.MULTI:
+                error = head.error
             self._reply_write(conn, Proposal(hdr, txn, conn, head.xid, head.op, error, head.received_ms), rc)
         self._drain_queue(session)
 

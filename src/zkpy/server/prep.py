@@ -134,18 +134,22 @@ class Prep:
     # ---- entry point ----
 
     def prep(self, op: int, request: Any, session: int, cxid: int, auth: Sequence[Id],
-             zxid: int, time: int, live: bool) -> tuple[TxnHeader, Any, ZookeeperError | None]:
-        """The txn for one write request; on failure an ErrorTxn and the error to report."""
+             zxid: int, time: int, live: bool,
+             ephemeral_error: ZookeeperError | None = None) -> tuple[TxnHeader, Any, ZookeeperError | None]:
+        """The txn for one write request; on failure an ErrorTxn and the error to report.
+        ``live``: the session may write; ``ephemeral_error``: what an ephemeral create of it fails
+        with (a local session's: ZooKeeper's checkGlobalSession, or the failed upgrade's error)."""
         hdr = TxnHeader(session, cxid, zxid, time, op)
         try:
             if op == OpCode.MULTI:
-                return hdr, self._multi(request, session, auth, zxid, time, live), None
-            txn = self._one(op, request, session, auth, zxid, time, live)
+                return hdr, self._multi(request, session, auth, zxid, time, live, ephemeral_error), None
+            txn = self._one(op, request, session, auth, zxid, time, live, ephemeral_error)
             return hdr, txn, None
         except ZookeeperError as exc:
             return replace(hdr, type=OpCode.ERROR), ErrorTxn(int(exc.code)), exc
 
-    def _multi(self, ops: list[Op], session: int, auth: Sequence[Id], zxid: int, time: int, live: bool) -> MultiTxn:
+    def _multi(self, ops: list[Op], session: int, auth: Sequence[Id], zxid: int, time: int, live: bool,
+               ephemeral_error: ZookeeperError | None) -> MultiTxn:
         saved = dict(self.outstanding)
         saved_len = len(self._order)
         txns: list[Txn] = []
@@ -158,7 +162,7 @@ class Prep:
                 if op.type not in (OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL,
                                    OpCode.DELETE, OpCode.SET_DATA, OpCode.CHECK):
                     raise UnimplementedError()
-                txn = self._one(op.type, op.request, session, auth, zxid, time, live)
+                txn = self._one(op.type, op.request, session, auth, zxid, time, live, ephemeral_error)
                 txns.append(Txn(op.type, txn.to_bytes()))
             except ZookeeperError as exc:
                 failed = exc
@@ -174,9 +178,10 @@ class Prep:
                     txns[i] = Txn(OpCode.ERROR, ErrorTxn(0).to_bytes())
         return MultiTxn(txns)
 
-    def _one(self, op: int, req: Any, session: int, auth: Sequence[Id], zxid: int, time: int, live: bool) -> Any:
+    def _one(self, op: int, req: Any, session: int, auth: Sequence[Id], zxid: int, time: int, live: bool,
+             ephemeral_error: ZookeeperError | None = None) -> Any:
         if op in (OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL):
-            return self._create(op, req, session, auth, zxid, time, live)
+            return self._create(op, req, session, auth, zxid, time, live, ephemeral_error)
         if op == OpCode.DELETE:
             _check_live(live)
             path = _parent_checked(req.path)
@@ -233,7 +238,8 @@ class Prep:
             raise ReconfigDisabledError()
         raise UnimplementedError()
 
-    def _create(self, op: int, req: Any, session: int, auth: Sequence[Id], zxid: int, time: int, live: bool) -> Any:
+    def _create(self, op: int, req: Any, session: int, auth: Sequence[Id], zxid: int, time: int, live: bool,
+                ephemeral_error: ZookeeperError | None) -> Any:
         path = req.path
         ttl = req.ttl if op == OpCode.CREATE_TTL else -1
         try:
@@ -249,6 +255,8 @@ class Prep:
             # createTTL without TTL flags: ZooKeeper 3.8.0 takes it when ttl is -1 and then dies
             # applying a TTL txn without a TTL (the server process exits); zkpy refuses it
             raise BadArgumentsError(str(path), path)
+        if ephemeral_error is not None and mode.is_ephemeral:
+            raise ephemeral_error
         _check_live(live)
         if not isinstance(path, str) or "/" not in path or "\0" in path:
             raise BadArgumentsError(str(path), path)

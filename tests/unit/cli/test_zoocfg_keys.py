@@ -137,6 +137,8 @@ HONOURED_SAMPLES: dict[str, tuple[str, str, object]] = {
     "standaloneEnabled": ("false", "quorum.standalone_enabled", False),
     "quorumListenOnAllIPs": ("true", "quorum.quorum_listen_on_all_ips", True),
     "zkpy.quorumSync": ("true", "quorum.quorum_sync", True),
+    "localSessionsEnabled": ("true", "quorum.local_sessions", True),
+    "localSessionsUpgradingEnabled": ("true", "quorum.local_sessions_upgrading", True),
     "admin.enableServer": ("false", "admin_enabled", False),
     "admin.serverAddress": ("0.0.0.0", "admin_address", "0.0.0.0"),
     "admin.serverPort": ("9090", "admin_port", 9090),

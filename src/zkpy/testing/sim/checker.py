@@ -18,7 +18,9 @@ What is tracked:
   must have the same digest.
 - one established leader per epoch; acceptedEpoch and currentEpoch never go back, and
   currentEpoch never passes acceptedEpoch.
-- after a closeSession (or expiry) is applied, the session owns no ephemeral in that tree.
+- after a closeSession (or expiry) is applied, the session owns no ephemeral in that tree;
+  a session that owns an ephemeral is a global session of that tree (its createSession was
+  applied before: a local session must be upgraded, or fail, before it creates one).
 
 ``final`` (after the faults stop and the ensemble converges): every server is serving the
 same history, which is C; every acknowledged write is in C and the persistent node it
@@ -178,6 +180,12 @@ class Checker:
                       f"{sorted(tree.ephemerals[session])}")
 
     # ------------------------------------------------------------ epochs
+
+    def on_ephemerals_created(self, node: Replica, tree: DataTree, session: int) -> None:
+        """A create (or multi) of ``session`` was applied: if it owns ephemerals, it is a global session."""
+        if tree.ephemerals.get(session) and session not in tree.sessions:
+            self.fail(f"server {node.sid}: session 0x{session:x} owns ephemerals {sorted(tree.ephemerals[session])} "
+                      "but is no session of that tree (a local session that was not upgraded?)")
 
     def on_epoch(self, node: Replica, name: str, value: int) -> None:
         self.checks += 1

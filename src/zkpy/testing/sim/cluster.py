@@ -382,13 +382,18 @@ Hierarchy = tuple[tuple[tuple[int, tuple[int, ...]], ...], tuple[tuple[int, int]
 
 
 def run_seed(seed: int, *, nodes: int | None = None, faults: Iterable[str] | None = None,
-             chaos_ms: int | None = None, converge_ms: int = 40_000, hierarchy: Hierarchy | None = None) -> RunResult:
+             chaos_ms: int | None = None, converge_ms: int = 40_000, hierarchy: Hierarchy | None = None,
+             local_sessions: bool = False, local_sessions_upgrading: bool = False) -> RunResult:
     """One random run; raises InvariantViolation or LivenessFailure (with the seed) on failure.
-    ``hierarchy``: the ensemble's (groups, weights) as QuorumConfig holds them (with ``nodes``)."""
+    ``hierarchy``: the ensemble's (groups, weights) as QuorumConfig holds them (with ``nodes``);
+    ``local_sessions``: the members run with localSessionsEnabled (and
+    ``local_sessions_upgrading``: localSessionsUpgradingEnabled); the seed's choices are the same."""
     rng = random.Random(seed)
     config, plan = choose(rng, nodes, faults, chaos_ms)
     if hierarchy is not None:
         config = replace(config, groups=hierarchy[0], weights=hierarchy[1])
+    if local_sessions:
+        config = replace(config, local_sessions=True, local_sessions_upgrading=local_sessions_upgrading)
     cluster = Cluster(seed, config, rng)
     if "crash" in plan.faults or "torn" in plan.faults:
         cluster.packet_hooks.append(_sync_crashes(cluster, plan, 0.04))

@@ -36,4 +36,6 @@ class SimConfig:
     client_interval_ms: tuple[int, int] = (20, 200)
     session_clients: int = 0  # real clients (sessions.py) beside the workload's writers
     quorum_sync: bool = False  # zkpy.quorumSync
+    local_sessions: bool = False  # localSessionsEnabled
+    local_sessions_upgrading: bool = False  # localSessionsUpgradingEnabled
     workarounds: frozenset[str] = WORKAROUNDS

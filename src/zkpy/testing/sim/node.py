@@ -74,7 +74,8 @@ class SimNode:
                                LearnerType.OBSERVER if n > cfg.nodes - cfg.observers else LearnerType.PARTICIPANT)
                   for n in range(1, cfg.nodes + 1)),
             my_id=sid, init_limit_ticks=cfg.init_limit, sync_limit_ticks=cfg.sync_limit,  # type: ignore[arg-type]
-            quorum_sync=cfg.quorum_sync, groups=cfg.groups, weights=cfg.weights)
+            quorum_sync=cfg.quorum_sync, groups=cfg.groups, weights=cfg.weights,
+            local_sessions=cfg.local_sessions, local_sessions_upgrading=cfg.local_sessions_upgrading)
         self.config_data = config_string(self.quorum).encode("utf-8")
         self.config = ServerConfig(tick_ms=cfg.tick_ms, data_dir=f"/sim/{sid}", server_id=sid,
                                    snap_count=cfg.snap_count, prealloc_kb=max(1, cfg.prealloc_bytes // 1024),

@@ -18,7 +18,11 @@ expired. It reads, writes, syncs and watches a few keys ``/r<i>``, and creates e
   was set;
 * after ``sync`` (with ``zkpy.quorumSync``, which makes it a linearizable read), a read returns
   every write to that key acknowledged to anyone before the sync was sent;
-* a session that moves to another server keeps its ephemerals.
+* a session that moves to another server keeps its ephemerals;
+* with local sessions (localSessionsEnabled): a session that never asked for an ephemeral is
+  local, so no other server takes it (a move finds it expired and the client starts a new
+  session); an ephemeral create upgrades it (with localSessionsUpgradingEnabled) or fails with
+  EphemeralOnLocalSession (without), never the other way round.
 
 Clients are seeded from the cluster's RNG: a run replays exactly.
 """
@@ -33,6 +37,7 @@ from typing import Any, Protocol
 
 from zkpy.client.core import (
     ClientCore,
+    ClientState,
     Connected,
     Reply,
     RequestFailed,
@@ -41,7 +46,13 @@ from zkpy.client.core import (
     WatchFired,
     WatchRegistration,
 )
-from zkpy.errors import NodeExistsError, NoNodeError, ProtocolError, ZookeeperError
+from zkpy.errors import (
+    EphemeralOnLocalSessionError,
+    NodeExistsError,
+    NoNodeError,
+    ProtocolError,
+    ZookeeperError,
+)
 from zkpy.server.connection import Connection
 from zkpy.server.core import ServerCore
 from zkpy.tree.acl import OPEN_ACL_UNSAFE
@@ -168,6 +179,7 @@ class SessionClient:
     sequence: int = 0
     session: int = 0
     session_server: int | None = None  # the server the session was last connected to
+    asked_ephemeral: bool = False  # this session sent an ephemeral create (a local session: upgraded, maybe)
 
 
 class SessionChecker:
@@ -255,6 +267,7 @@ class Sessions:
         self._drop(client, "session over")
         client.core = self._new_core()
         client.ephemerals, client.watched, client.seen = [], {}, {}
+        client.asked_ephemeral = False
         client.inflight.clear()
         self.c.stats["client_new_session"] += 1
 
@@ -358,6 +371,9 @@ class Sessions:
                     callback(ev.event)
             elif isinstance(ev, StateChanged):
                 self.c.stats[f"client_{ev.new.name.lower()}"] += 1
+                if ev.new is ClientState.EXPIRED and self.c.config.local_sessions and client.link is not None \
+                        and client.link.node.sid != client.session_server:
+                    self.c.stats["client_local_session_expired_elsewhere"] += 1
 
     def _connected(self, client: SessionClient, ev: Connected) -> None:
         if ev.setup:
@@ -366,6 +382,10 @@ class Sessions:
         sid = client.link.node.sid if client.link is not None else -1
         if client.session_server not in (None, sid) and client.session == ev.session_id:
             self.c.stats["client_session_moved"] += 1
+            config = self.c.config
+            if config.local_sessions and not (config.local_sessions_upgrading and client.asked_ephemeral):
+                self.checker.fail(f"local session 0x{ev.session_id:x} of server {client.session_server} was "
+                                  f"taken by server {sid}")
         client.session, client.session_server = ev.session_id, sid
         for path in client.ephemerals[-2:]:  # the session moved (or came back): its ephemerals are there
             self._request(client, Op("exists-eph", path, self.c.sched.now, client.core.session_id), OpCode.EXISTS,
@@ -396,8 +416,19 @@ class Sessions:
             elif isinstance(error, NoNodeError):
                 self._request(client, Op("create", op.key, now, client.core.session_id), OpCode.CREATE,
                               CreateRequest(op.key, b"", list(OPEN_ACL_UNSAFE), int(CreateMode.PERSISTENT)))
-        elif op.kind == "create-eph" and error is None:
-            client.ephemerals.append(op.key)
+        elif op.kind == "create-eph":
+            config = self.c.config
+            if error is None:
+                if config.local_sessions and not client.ephemerals:
+                    self.c.stats["client_local_session_upgraded"] += 1
+                client.ephemerals.append(op.key)
+                if config.local_sessions and not config.local_sessions_upgrading:
+                    self.checker.fail(f"session 0x{op.session:x} created ephemeral {op.key} without upgrading")
+            elif isinstance(error, EphemeralOnLocalSessionError):
+                self.c.stats["client_ephemeral_on_local_session"] += 1
+                if not config.local_sessions or config.local_sessions_upgrading:
+                    self.checker.fail(f"session 0x{op.session:x}: EphemeralOnLocalSession for {op.key}, "
+                                      "though upgrading is enabled")
         elif op.kind == "exists-eph":
             if error is None and ev.response.stat is None and op.session == client.core.session_id:
                 self.checker.fail(f"session 0x{op.session:x} moved and lost its ephemeral {op.key}")
@@ -446,6 +477,7 @@ class Sessions:
         else:
             client.sequence += 1
             path = f"/re{client.index}.{client.sequence}"
+            client.asked_ephemeral = True
             self._request(client, Op("create-eph", path, now, session), OpCode.CREATE,
                           CreateRequest(path, b"", list(OPEN_ACL_UNSAFE), int(CreateMode.EPHEMERAL)))
 

@@ -46,6 +46,8 @@ from .disk import SimDisk, SimLog
 from .network import Network, QConn
 from .workload import Workload
 
+_MAY_CREATE_EPHEMERALS = frozenset({OpCode.CREATE, OpCode.CREATE2, OpCode.MULTI})
+
 LEARNER_CONNECT_TRIES = 5  # as runtime.learner_term
 LEARNER_CONNECT_DELAY_MS = 100
 
@@ -259,6 +261,8 @@ class _Term:
         self.c.checker.on_digest(node, a.zxid, a.digest)
         if a.hdr.type == OpCode.CLOSE_SESSION:
             self.c.checker.on_session_closed(node, self.tree, a.hdr.clientId)
+        elif a.hdr.type in _MAY_CREATE_EPHEMERALS:
+            self.c.checker.on_ephemerals_created(node, self.tree, a.hdr.clientId)
 
     def _serving(self, epoch: int) -> None:
         raise NotImplementedError
