@@ -119,7 +119,7 @@ def _server_stats(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
     buffers = {"last_buffer_size": -1, "min_buffer_size": -1, "max_buffer_size": -1}
     return {
         "version": flw.full_version(),
-        "read_only": False,
+        "read_only": core.read_only,
         "server_stats": {
             "packets_sent": stats.packets_sent, "packets_received": stats.packets_received,
             "fsync_threshold_exceed_count": 0, "client_response_stats": dict(buffers),
@@ -216,7 +216,8 @@ def _initial_configuration(server: ServerView, kwargs: Mapping[str, str]) -> Fie
 
 
 def _is_read_only(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
-    return {"read_only": False}
+    core = server.core
+    return {"read_only": core is not None and core.read_only}
 
 
 _SNAPSHOT = re.compile(r"snapshot\.([0-9a-fA-F]+)$")

@@ -61,7 +61,7 @@ def answer(word: str, server: ServerView, conn: Connection | None = None) -> str
     if core is None:  # an ensemble member between terms (ZooKeeper: no ZooKeeperServer running)
         if not is_enabled(word, server.config.four_letter_words):
             return f"{word} is not executed because it is not in the whitelist.\n"
-        return "imok" if word == "ruok" else NOT_SERVING
+        return {"ruok": "imok", "isro": "null"}.get(word, NOT_SERVING)
     if conn is not None:
         conn.received += 1
         core.stats.packets_received += 1
@@ -324,7 +324,7 @@ def mntr_values(server: ServerView) -> list[tuple[str, object]]:
         ("num_alive_connections", server.connection_count),
         ("outstanding_requests", core.outstanding),
         ("znode_count", _znode_count(core)),
-        ("global_sessions", len(core.sessions.sessions)),
+        ("global_sessions", 0 if core.read_only else len(core.sessions.sessions)),  # a read-only server's are local
         ("non_mtls_remote_conn_count", 0),
         ("last_client_response_size", -1),  # response sizes are not kept: -1, ZooKeeper's "none yet"
         ("max_client_response_size", -1),
@@ -347,7 +347,7 @@ def mntr_values(server: ServerView) -> list[tuple[str, object]]:
     if mode == "leader" and config.quorum is not None:
         values.append(("quorum_size", len(config.quorum.participants)))
     values += [
-        ("local_sessions", 0),
+        ("local_sessions", len(core.sessions.sessions) if core.read_only else 0),
         ("uptime", core.now_ms - core.started_ms),
         ("outstanding_tls_handshake", 0),
         ("non_mtls_local_conn_count", 0),
@@ -476,7 +476,8 @@ def _dirs(server: ServerView, conn: Connection | None) -> str:
 
 
 def _isro(server: ServerView, conn: Connection | None) -> str:
-    return "rw"  # a standalone zkpy server is never read-only
+    core = server.core
+    return "ro" if core is not None and core.read_only else "rw"
 
 
 def _gtmk(server: ServerView, conn: Connection | None) -> str:
