@@ -13,6 +13,8 @@ client no session without them).
 
 from __future__ import annotations
 
+import difflib
+import os
 import queue
 import re
 import signal
@@ -27,6 +29,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NotReadOnlyCallError as KazooNotReadOnly
 from kazoo.protocol.states import KeeperState
 from tests.conftest import require_apache
+from tests.interop.test_zkcli import normalise
 
 from zkpy import Client, ClientState
 from zkpy.errors import ConnectionLoss, NotReadOnlyCallError, ZookeeperError
@@ -36,9 +39,12 @@ from zkpy.testing.servers import (
     four_letter,
     restart_ensemble_member,
     server_mode,
+    start_apache_ensemble,
     start_ensemble,
     start_zkpy,
 )
+
+pytestmark = pytest.mark.interop
 
 ZKCLI = "/usr/share/zookeeper/bin/zkCli.sh"
 TICK_MS = 200  # session timeouts of 0.4 to 4 s; read-only service after max(2 s, tick)
@@ -137,6 +143,7 @@ def _finds_a_read_write_server_by_itself(survivor: ServerProcess) -> None:
 
 
 def test_a_cut_off_member_serves_reads_only_and_its_clients_write_again_when_the_quorum_returns() -> None:
+    require_apache()  # zkCli.sh
     servers = start_ensemble(["zkpy"] * 3, {"readonlymode.enabled": "true"}, tick_ms=TICK_MS)
     clients: list[Callable[[], object]] = []
     try:
@@ -215,3 +222,47 @@ def test_a_cut_off_member_serves_reads_only_and_its_clients_write_again_when_the
             except Exception:  # noqa: BLE001 (cleanup of a failed test)
                 pass
         cleanup_ensemble(servers)
+
+
+RO_SCRIPT = """ls /
+get /ro
+stat /ro
+ls /missing
+get /missing
+create /ro/child
+create -e /ro/eph
+set /ro changed
+delete /ro
+setAcl /ro world:anyone:r
+sync /ro
+getAcl /ro
+get /ro
+"""
+
+
+def _read_only_transcript(kind: str) -> list[str]:
+    """RO_SCRIPT run by one ``zkCli.sh -r`` on the cut-off member of a 3-member ``kind`` ensemble."""
+    if kind == "apache":
+        # 3.8 gives a read-only client a session only with local sessions on
+        servers = start_apache_ensemble(3, {"localSessionsEnabled": "true"}, tick_ms=TICK_MS,
+                                        jvm_props={"readonlymode.enabled": "true"})
+    else:
+        servers = start_ensemble(["zkpy"] * 3, {"readonlymode.enabled": "true"}, tick_ms=TICK_MS)
+    try:
+        with Client(_hosts(servers)) as zk:
+            zk.create("/ro", b"written with quorum")
+            zk.sync("/ro")
+        survivor = _partition(servers)
+        env = {**os.environ, "CLIENT_JVMFLAGS": "-Xshare:auto -XX:TieredStopAtLevel=1 -Xmx128m"}
+        proc = subprocess.run([ZKCLI, "-r", "-server", survivor.hosts], input=RO_SCRIPT.encode("utf-8"),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, timeout=60, check=False)
+        lines, events = normalise(proc.stdout.decode("utf-8", "replace"), survivor.port)
+        return lines + ["--- events ---"] + events
+    finally:
+        cleanup_ensemble(servers)
+
+
+def test_zkcli_read_only_transcript_matches_apache() -> None:
+    require_apache()
+    zkpy, apache = _read_only_transcript("zkpy"), _read_only_transcript("apache")
+    assert zkpy == apache, "\n".join(difflib.unified_diff(apache, zkpy, "apache", "zkpy", lineterm=""))
