@@ -33,4 +33,5 @@ class SimConfig:
     client_interval_ms: tuple[int, int] = (20, 200)
     session_clients: int = 0  # real clients (sessions.py) beside the workload's writers
     quorum_sync: bool = False  # zkpy.quorumSync
+    read_only: bool = False  # readonlymode.enabled: a looking server serves read-only clients (and clients ask for it)
     workarounds: frozenset[str] = WORKAROUNDS
