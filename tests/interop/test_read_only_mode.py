@@ -173,7 +173,9 @@ def test_a_cut_off_member_serves_reads_only_and_its_clients_write_again_when_the
         clients.append(zk.close)
         zk.start(timeout=15.0)
         assert zk.state is ClientState.CONNECTED_READ_ONLY
-        assert zk.get(path)[0] == b"before"
+        fired: list[object] = []
+        assert zk.get(path, watch=fired.append)[0] == b"before"  # a watch set on the read-only server
+        read_only_sessions = (kz.client_id[0], zk.session_id)
         with pytest.raises(NotReadOnlyCallError):
             zk.set(path, b"during")
 
@@ -204,6 +206,12 @@ def test_a_cut_off_member_serves_reads_only_and_its_clients_write_again_when_the
         assert kz.client_state == KeeperState.CONNECTED
         _until(lambda: writes(lambda: zk.create(path + "/zkpy", b"z")), "zkpy's client to write again", 30.0)
         assert zk.state is ClientState.CONNECTED
+        # read-only sessions are local: each client has a new session now, and the watch it set
+        # while read-only was set again there (setWatches), so a change fires it
+        assert kz.client_id[0] != read_only_sessions[0] and zk.session_id != read_only_sessions[1]
+        assert fired == []
+        kz.set(path, b"after")
+        _until(lambda: fired, "the watch set on the read-only server to fire")
         cli.send(f"create {path}/zkcli")  # the first try may come before it moved
         deadline = time.monotonic() + 30.0
         while True:
