@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from zkpy.admin.commands import run_command
 from zkpy.admin.fourletter import answer
 from zkpy.config import ServerConfig
 from zkpy.errors import Code
@@ -152,6 +153,14 @@ def test_isro_says_ro_rw_or_null_while_looking() -> None:
     assert answer("isro", _View(ReadOnlyServerCore(config, 0, 0, tree=tree), config, "read-only")) == "ro"  # type: ignore[arg-type]
     assert answer("isro", _View(ServerCore(config, 0, 0), config, "leader")) == "rw"  # type: ignore[arg-type]
     assert answer("isro", _View(None, config, "looking")) == "null"  # type: ignore[arg-type]
+
+
+def test_the_admin_server_says_whether_it_is_read_only() -> None:
+    config = ServerConfig()
+    ro = _View(ReadOnlyServerCore(config, 0, 0, tree=_tree()), config, "read-only")
+    rw = _View(ServerCore(config, 0, 0), config, "leader")
+    assert run_command("is_read_only", ro, {})["read_only"] is True  # type: ignore[arg-type]
+    assert run_command("is_read_only", rw, {})["read_only"] is False  # type: ignore[arg-type]
 
 
 def test_read_only_service_starts_after_the_delay_once_per_election_and_ends_with_it() -> None:
