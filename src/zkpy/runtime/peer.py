@@ -235,15 +235,20 @@ class QuorumPeer(ServesClients):
 
     def _look(self, tree: DataTree) -> None:
         """An election began: read-only service is due after the gate's delay."""
-        loop = asyncio.get_running_loop()
-        self.read_only_gate.looking(int(loop.time() * 1000))
+        self.read_only_gate.looking(int(asyncio.get_running_loop().time() * 1000))
+        self._arm_read_only(tree)
+
+    def _arm_read_only(self, tree: DataTree) -> None:
         due = self.read_only_gate.due_ms()
         if due is not None:
-            self._read_only_timer = loop.call_at(due / 1000, self._serve_read_only, tree)
+            self._read_only_timer = asyncio.get_running_loop().call_at(due / 1000, self._serve_read_only, tree)
 
     def _serve_read_only(self, tree: DataTree) -> None:
         self._read_only_timer = None
-        if not self.read_only_gate.tick(int(asyncio.get_running_loop().time() * 1000)) or self.failure is not None:
+        if self.failure is not None:
+            return
+        if not self.read_only_gate.tick(int(asyncio.get_running_loop().time() * 1000)):
+            self._arm_read_only(tree)  # the loop may run a timer a little early
             return
         service = self.read_only = ReadOnlyService(self.config, self.clients, tree)
         self.core = service.core
