@@ -429,7 +429,10 @@ class AsyncClient:
                                                        server_hostname=host[0] if self.ssl_context else None)
         try:
             writer.write(b"isro")
-            return await reader.read(2)
+            answer = b""
+            while len(answer) < 16 and (chunk := await reader.read(16)):  # the server closes after its answer
+                answer += chunk
+            return answer
         finally:
             writer.close()
 

@@ -384,6 +384,9 @@ def run_seed(seed: int, *, nodes: int | None = None, faults: Iterable[str] | Non
     """One random run; raises InvariantViolation or LivenessFailure (with the seed) on failure."""
     rng = random.Random(seed)
     config, plan = choose(rng, nodes, faults, chaos_ms)
+    # readonlymode.enabled in a third of the runs, drawn apart from the run's RNG so that every
+    # other choice of a seed stays what it was
+    config = replace(config, read_only=random.Random(f"read-only {seed}").random() < 1 / 3)
     cluster = Cluster(seed, config, rng)
     if "crash" in plan.faults or "torn" in plan.faults:
         cluster.packet_hooks.append(_sync_crashes(cluster, plan, 0.04))
