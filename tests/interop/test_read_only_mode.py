@@ -9,12 +9,13 @@ process) write again without being restarted: they found the read-write server b
 Against Apache ZooKeeper 3.8: the same scenario passes on an Apache ensemble (so every assertion
 is ZooKeeper's behaviour, clients included), and one zkCli -r script gives the same transcript
 on a read-only zkpy member and a read-only Apache member (Apache with local sessions on: 3.8
-gives a read-only client no session without them).
+gives a read-only client no session without them), and their AdminServers answer alike.
 """
 
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import queue
 import re
@@ -22,6 +23,7 @@ import signal
 import subprocess
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable
 
@@ -38,9 +40,9 @@ from zkpy.testing.servers import (
     ServerProcess,
     cleanup_ensemble,
     four_letter,
+    free_ports,
     restart_ensemble_member,
     server_mode,
-    start_apache_ensemble,
     start_ensemble,
     start_zkpy,
 )
@@ -143,13 +145,16 @@ def _finds_a_read_write_server_by_itself(survivor: ServerProcess) -> None:
         other.cleanup()
 
 
-def _read_only_ensemble(kind: str) -> list[ServerProcess]:
+def _read_only_ensemble(kind: str, admin_ports: list[int] | None = None) -> list[ServerProcess]:
     """Three ``kind`` members with read-only mode on (Apache: as its system property, with local
-    sessions, without which 3.8 gives a read-only client no session)."""
+    sessions, without which 3.8 gives a read-only client no session); with ``admin_ports``, each
+    member's AdminServer on its port."""
+    admin = {i + 1: {"admin.enableServer": "true", "admin.serverPort": str(port)}
+             for i, port in enumerate(admin_ports or [])}
     if kind == "apache":
-        return start_apache_ensemble(3, {"localSessionsEnabled": "true"}, tick_ms=TICK_MS,
-                                     jvm_props={"readonlymode.enabled": "true"})
-    return start_ensemble(["zkpy"] * 3, {"readonlymode.enabled": "true"}, tick_ms=TICK_MS)
+        return start_ensemble(["apache"] * 3, {"localSessionsEnabled": "true"}, tick_ms=TICK_MS,
+                              jvm_props={"readonlymode.enabled": "true"}, member_settings=admin)
+    return start_ensemble(["zkpy"] * 3, {"readonlymode.enabled": "true"}, tick_ms=TICK_MS, member_settings=admin)
 
 
 @pytest.mark.parametrize("kind", ["zkpy", "apache"])
@@ -260,9 +265,19 @@ get /ro
 """
 
 
+ADMIN_COMMANDS = ("is_read_only", "zabstate", "leader", "voting_view")
+
+
+def _admin(port: int, command: str) -> dict[str, object]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/commands/{command}", timeout=10) as rsp:
+        return dict(json.load(rsp))
+
+
 def _read_only_transcript(kind: str) -> list[str]:
-    """RO_SCRIPT run by one ``zkCli.sh -r`` on the cut-off member of a 3-member ``kind`` ensemble."""
-    servers = _read_only_ensemble(kind)
+    """RO_SCRIPT run by one ``zkCli.sh -r`` on the cut-off member of a 3-member ``kind`` ensemble,
+    then what its AdminServer answers to ADMIN_COMMANDS."""
+    admin_ports = free_ports(3)
+    servers = _read_only_ensemble(kind, admin_ports)
     try:
         with Client(_hosts(servers)) as zk:
             zk.create("/ro", b"written with quorum")
@@ -272,12 +287,14 @@ def _read_only_transcript(kind: str) -> list[str]:
         proc = subprocess.run([ZKCLI, "-r", "-server", survivor.hosts], input=RO_SCRIPT.encode("utf-8"),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, timeout=60, check=False)
         lines, events = normalise(proc.stdout.decode("utf-8", "replace"), survivor.port)
-        return lines + ["--- events ---"] + events
+        admin = [f"{command}: {json.dumps(_admin(admin_ports[2], command), sort_keys=True)}"
+                 for command in ADMIN_COMMANDS]
+        return lines + ["--- events ---"] + events + ["--- AdminServer ---"] + admin
     finally:
         cleanup_ensemble(servers)
 
 
-def test_zkcli_read_only_transcript_matches_apache() -> None:
+def test_zkcli_read_only_transcript_and_admin_commands_match_apache() -> None:
     require_apache()
     zkpy, apache = _read_only_transcript("zkpy"), _read_only_transcript("apache")
     assert zkpy == apache, "\n".join(difflib.unified_diff(apache, zkpy, "apache", "zkpy", lineterm=""))

@@ -63,6 +63,10 @@ def run_command(name: str, server: ServerView, kwargs: Mapping[str, str]) -> Fie
 
 # ---- helpers ----
 
+# modes in which ZooKeeper's server is not a QuorumZooKeeperServer: its quorum commands answer as a
+# standalone server's (a read-only server is a plain ZooKeeperServer in 3.8)
+_NOT_QUORUM_SERVERS = ("standalone", "read-only")
+
 def _core(server: ServerView) -> ServerCore:
     core = server.core
     assert core is not None  # run_command runs a server_required command only while one serves
@@ -244,7 +248,7 @@ def _last_snapshot(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
 
 def _leader(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
     quorum = server.config.quorum
-    if server.mode == "standalone" or quorum is None:
+    if server.mode in _NOT_QUORUM_SERVERS or quorum is None:
         return {"error": "server is not initialized"}
     leader_id = server.leader_id
     leader = quorum.server(leader_id) if leader_id >= 0 else None
@@ -274,7 +278,7 @@ def _system_properties(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
 
 def _voting_view(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
     quorum = server.config.quorum
-    if server.mode == "standalone" or quorum is None:
+    if server.mode in _NOT_QUORUM_SERVERS or quorum is None:
         return {"current_config": {}}
     return {"current_config": {str(int(s.sid)): {
         "server_addresses": [_address(s.host, s.peer_port)],
@@ -321,7 +325,7 @@ def _watch_summary(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
 
 def _zabstate(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
     quorum = server.config.quorum
-    if server.mode == "standalone" or quorum is None:
+    if server.mode in _NOT_QUORUM_SERVERS or quorum is None:
         return {"voting": False, "zabstate": ""}
     me = quorum.me
     if server.mode == "looking":

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from zkpy.admin.commands import run_command
 from zkpy.admin.fourletter import answer
-from zkpy.config import ServerConfig
+from zkpy.config import QuorumConfig, QuorumServer, ServerConfig
 from zkpy.errors import Code
 from zkpy.member.read_only import READ_ONLY_DELAY_MIN_MS, ReadOnlyGate
 from zkpy.server.connection import Connection
@@ -161,6 +161,11 @@ def test_the_admin_server_says_whether_it_is_read_only() -> None:
     rw = _View(ServerCore(config, 0, 0), config, "leader")
     assert run_command("is_read_only", ro, {})["read_only"] is True  # type: ignore[arg-type]
     assert run_command("is_read_only", rw, {})["read_only"] is False  # type: ignore[arg-type]
+    quorum = ServerConfig(quorum=QuorumConfig((QuorumServer(1, "127.0.0.1", 2888, 3888),), my_id=1))  # type: ignore[arg-type]
+    looking = _View(ReadOnlyServerCore(quorum, 0, 0, tree=_tree()), quorum, "read-only")
+    # a read-only server is no QuorumZooKeeperServer in 3.8: its quorum commands answer as a standalone one's
+    assert {k: v for k, v in run_command("zabstate", looking, {}).items()  # type: ignore[arg-type]
+            if k in ("voting", "zabstate")} == {"voting": False, "zabstate": ""}
 
 
 def test_read_only_service_starts_after_the_delay_once_per_election_and_ends_with_it() -> None:
