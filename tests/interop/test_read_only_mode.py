@@ -289,7 +289,13 @@ def _read_only_transcript(kind: str) -> list[str]:
         lines, events = normalise(proc.stdout.decode("utf-8", "replace"), survivor.port)
         admin = [f"{command}: {json.dumps(_admin(admin_ports[2], command), sort_keys=True)}"
                  for command in ADMIN_COMMANDS]
-        return lines + ["--- events ---"] + events + ["--- AdminServer ---"] + admin
+        # srvr and stat: their lines' names, the mode in full (the figures are each server's own)
+        words: list[str] = []
+        for word in ("srvr", "stat"):
+            words.append(f"--- {word} ---")
+            words += [line if line.startswith("Mode:") else line.split(":")[0]
+                      for line in four_letter(survivor.port, word).splitlines()]
+        return lines + ["--- events ---"] + events + ["--- AdminServer ---"] + admin + words
     finally:
         cleanup_ensemble(servers)
 

@@ -262,13 +262,20 @@ def _ruok(server: ServerView, conn: Connection | None) -> str:
     return "imok"
 
 
+def _version(server: ServerView) -> str:
+    """srvr's and stat's first lines: the version, and a read-only server's notice."""
+    core = server.core
+    notice = "READ-ONLY mode; serving only read-only clients\n" if core is not None and core.read_only else ""
+    return f"Zookeeper version: {full_version()}\n{notice}"
+
+
 def _srvr(server: ServerView, conn: Connection | None) -> str:
-    return f"Zookeeper version: {full_version()}\n{_server_stats(server)}"
+    return f"{_version(server)}{_server_stats(server)}"
 
 
 def _stat(server: ServerView, conn: Connection | None) -> str:
     clients = "".join(_connection_info(c, conn, brief=True) + "\n" for c in _connections(server))
-    return f"Zookeeper version: {full_version()}\nClients:\n{clients}\n{_server_stats(server)}"
+    return f"{_version(server)}Clients:\n{clients}\n{_server_stats(server)}"
 
 
 def _cons(server: ServerView, conn: Connection | None) -> str:
