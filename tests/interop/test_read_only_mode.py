@@ -273,9 +273,9 @@ def _admin(port: int, command: str) -> dict[str, object]:
         return dict(json.load(rsp))
 
 
-def _read_only_transcript(kind: str) -> list[str]:
+def _read_only_transcript(kind: str) -> tuple[list[str], set[str]]:
     """RO_SCRIPT run by one ``zkCli.sh -r`` on the cut-off member of a 3-member ``kind`` ensemble,
-    then what its AdminServer answers to ADMIN_COMMANDS."""
+    then what its AdminServer answers to ADMIN_COMMANDS and its srvr and stat; and its mntr keys."""
     admin_ports = free_ports(3)
     servers = _read_only_ensemble(kind, admin_ports)
     try:
@@ -295,12 +295,14 @@ def _read_only_transcript(kind: str) -> list[str]:
             words.append(f"--- {word} ---")
             words += [line if line.startswith("Mode:") else line.split(":")[0]
                       for line in four_letter(survivor.port, word).splitlines()]
-        return lines + ["--- events ---"] + events + ["--- AdminServer ---"] + admin + words
+        keys = {line.split("\t")[0] for line in four_letter(survivor.port, "mntr").splitlines()}
+        return lines + ["--- events ---"] + events + ["--- AdminServer ---"] + admin + words, keys
     finally:
         cleanup_ensemble(servers)
 
 
 def test_zkcli_read_only_transcript_and_admin_commands_match_apache() -> None:
     require_apache()
-    zkpy, apache = _read_only_transcript("zkpy"), _read_only_transcript("apache")
+    (zkpy, zkpy_keys), (apache, apache_keys) = _read_only_transcript("zkpy"), _read_only_transcript("apache")
     assert zkpy == apache, "\n".join(difflib.unified_diff(apache, zkpy, "apache", "zkpy", lineterm=""))
+    assert "zk_server_state" in zkpy_keys and zkpy_keys <= apache_keys, sorted(zkpy_keys - apache_keys)
