@@ -13,6 +13,10 @@ into events in the server's order and the shell acts on them in that order, insi
 
 Requests issued while the client is connecting or suspended wait for the connection (at most
 the session timeout) and then fail with ``ConnectionLoss``.
+
+While connected read-only, the shell asks the host the core names (``rw_probe``) ``isro`` on a
+separate short connection, one probe at a time; on ``rw`` it drops the read-only connection and
+the reconnect loop goes to that host (``rw_server_found``).
 """
 
 from __future__ import annotations
