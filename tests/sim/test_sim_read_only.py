@@ -1,5 +1,5 @@
 """Read-only mode in the simulator: the member cores decide (``member.read_only``,
-``server.readonly``), the simulated shell runs them as ``runtime.peer`` does.
+``server.read_only``), the simulated shell runs them as ``runtime.peer`` does.
 
 A seeded run with real clients (``read_only=True``): every server is cut off from every other,
 so each serves read-only once it has looked for a quorum long enough; the clients get local

@@ -1,5 +1,5 @@
 """The shell of read-only service: a member that lost its quorum serves read-only clients on
-its client port (``server.readonly`` decides what they get, ``member.read_only`` when).
+its client port (``server.read_only`` decides what they get, ``member.read_only`` when).
 
 It runs the read-only pipeline over the member's last tree: the loop's clock in, a tick for
 local sessions' expiry, each connection's output written at the end of the turn. The tree is
@@ -14,7 +14,7 @@ import logging
 from zkpy.config import ServerConfig
 from zkpy.runtime.clientport import ClientPort, now_ms, wall_ms
 from zkpy.server.outputs import Output
-from zkpy.server.readonly import ReadOnlyServerCore
+from zkpy.server.read_only import ReadOnlyServerCore
 from zkpy.tree.datatree import DataTree
 
 log = logging.getLogger("zkpy.quorum")

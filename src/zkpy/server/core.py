@@ -165,7 +165,7 @@ class ServerCore:
     requests; ``server.learner.LearnerServerCore`` sends writes, new sessions, moved sessions and
     syncs to the leader and applies what comes back committed. The methods named ``_new_session``,
     ``_session_moved``, ``_seen``, ``_write``, ``_sync``, ``_awaits_quorum`` and ``tick`` are
-    where the roles differ; ``server.readonly.ReadOnlyServerCore`` serves a member cut off
+    where the roles differ; ``server.read_only.ReadOnlyServerCore`` serves a member cut off
     from its quorum (``read_only``)."""
 
     read_only = False  # answers clients as a read-only server (isro: ro, readOnly byte 1)

@@ -29,7 +29,7 @@ from zkpy.quorum.verifier import config_string
 from zkpy.server.connection import Connection
 from zkpy.server.core import ServerCore
 from zkpy.server.outputs import Output
-from zkpy.server.readonly import ReadOnlyServerCore
+from zkpy.server.read_only import ReadOnlyServerCore
 from zkpy.storage.disk import join
 from zkpy.storage.epochs import Epochs, load_epochs, write_epoch
 from zkpy.storage.files import DataDirs

@@ -1,4 +1,4 @@
-"""The read-only pipeline (``server.readonly``) and the read-only switch (``member.read_only``),
+"""The read-only pipeline (``server.read_only``) and the read-only switch (``member.read_only``),
 driven with bytes and a fake clock. What each asserts was observed on Apache ZooKeeper 3.8 with
 ``-Dreadonlymode.enabled=true`` and local sessions (tests/interop/test_read_only_mode.py runs both)."""
 
@@ -14,7 +14,7 @@ from zkpy.member.read_only import READ_ONLY_DELAY_MIN_MS, ReadOnlyGate
 from zkpy.server.connection import Connection
 from zkpy.server.core import ServerCore
 from zkpy.server.outputs import Output
-from zkpy.server.readonly import ReadOnlyServerCore
+from zkpy.server.read_only import ReadOnlyServerCore
 from zkpy.server.sessions import session_password
 from zkpy.tree.datatree import DataTree
 from zkpy.wire.consts import OpCode
