@@ -221,6 +221,8 @@ class ServerConfig:
     metrics_http_host: str = "127.0.0.1"  # metricsProvider.httpHost (ZooKeeper: 0.0.0.0; zkpy: loopback)
     metrics_http_port: int = 7000  # metricsProvider.httpPort
     metrics_export_jvm_info: bool = True  # metricsProvider.exportJvmInfo: here the process and platform metrics
+    # read-only mode (issue 13): readonlymode.enabled, in zoo.cfg or as -Dreadonlymode.enabled in the JVM flags
+    read_only_mode: bool = False  # an ensemble member cut off from its quorum serves read-only clients
 
     @property
     def min_session_timeout(self) -> int:

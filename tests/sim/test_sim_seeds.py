@@ -1,7 +1,9 @@
 """Random simulated runs, one per seed: 3 or 5 voters (and up to 2 observers), clients writing, real client
 sessions reading, syncing and watching (``sim.sessions``, with their checker), and a seed-chosen mix of
 every fault kind (delay, reorder, connection drop, partition, crash losing unsynced bytes, torn
-write, pause), then healing; no invariant may break and the ensemble must converge.
+write, pause), then healing; no invariant may break and the ensemble must converge. A third of the
+runs have read-only mode on: servers that look for a quorum long enough serve the clients
+read-only, and must never acknowledge a write.
 
 A failing seed replays exactly:
 
@@ -59,7 +61,8 @@ def test_every_fault_kind_struck() -> None:
         assert _seen[kind] >= 100, (kind, _seen)
     for happened in ("crash", "crash_torn_kept_unsynced", "crash_kill_kept_unsynced", "partition", "pause", "drop",
                      "sync_crash", "SNAP", "DIFF", "TRUNC", "observer_serving", "client_session_moved",
-                     "client_watch_fired", "client_sync_read"):
+                     "client_watch_fired", "client_sync_read", "read_only_served", "client_read_only_session",
+                     "client_not_read_only"):
         assert _seen[happened] >= 20, (happened, _seen)
 
 

@@ -63,6 +63,10 @@ def run_command(name: str, server: ServerView, kwargs: Mapping[str, str]) -> Fie
 
 # ---- helpers ----
 
+# modes in which ZooKeeper's server is not a QuorumZooKeeperServer: its quorum commands answer as a
+# standalone server's (a read-only server is a plain ZooKeeperServer in 3.8)
+_NOT_QUORUM_SERVERS = ("standalone", "read-only")
+
 def _core(server: ServerView) -> ServerCore:
     core = server.core
     assert core is not None  # run_command runs a server_required command only while one serves
@@ -119,7 +123,7 @@ def _server_stats(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
     buffers = {"last_buffer_size": -1, "min_buffer_size": -1, "max_buffer_size": -1}
     return {
         "version": flw.full_version(),
-        "read_only": False,
+        "read_only": core.read_only,
         "server_stats": {
             "packets_sent": stats.packets_sent, "packets_received": stats.packets_received,
             "fsync_threshold_exceed_count": 0, "client_response_stats": dict(buffers),
@@ -216,7 +220,8 @@ def _initial_configuration(server: ServerView, kwargs: Mapping[str, str]) -> Fie
 
 
 def _is_read_only(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
-    return {"read_only": False}
+    core = server.core
+    return {"read_only": core is not None and core.read_only}
 
 
 _SNAPSHOT = re.compile(r"snapshot\.([0-9a-fA-F]+)$")
@@ -243,7 +248,7 @@ def _last_snapshot(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
 
 def _leader(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
     quorum = server.config.quorum
-    if server.mode == "standalone" or quorum is None:
+    if server.mode in _NOT_QUORUM_SERVERS or quorum is None:
         return {"error": "server is not initialized"}
     leader_id = server.leader_id
     leader = quorum.server(leader_id) if leader_id >= 0 else None
@@ -273,7 +278,7 @@ def _system_properties(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
 
 def _voting_view(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
     quorum = server.config.quorum
-    if server.mode == "standalone" or quorum is None:
+    if server.mode in _NOT_QUORUM_SERVERS or quorum is None:
         return {"current_config": {}}
     return {"current_config": {str(int(s.sid)): {
         "server_addresses": [_address(s.host, s.peer_port)],
@@ -320,7 +325,7 @@ def _watch_summary(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
 
 def _zabstate(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
     quorum = server.config.quorum
-    if server.mode == "standalone" or quorum is None:
+    if server.mode in _NOT_QUORUM_SERVERS or quorum is None:
         return {"voting": False, "zabstate": ""}
     me = quorum.me
     if server.mode == "looking":

@@ -65,7 +65,7 @@ def answer(word: str, server: ServerView, conn: Connection | None = None) -> str
     if core is None:  # an ensemble member between terms (ZooKeeper: no ZooKeeperServer running)
         if not is_enabled(word, server.config.four_letter_words):
             return f"{word} is not executed because it is not in the whitelist.\n"
-        return "imok" if word == "ruok" else NOT_SERVING
+        return {"ruok": "imok", "isro": "null"}.get(word, NOT_SERVING)
     if conn is not None:
         conn.received += 1
         core.stats.packets_received += 1
@@ -266,13 +266,20 @@ def _ruok(server: ServerView, conn: Connection | None) -> str:
     return "imok"
 
 
+def _version(server: ServerView) -> str:
+    """srvr's and stat's first lines: the version, and a read-only server's notice."""
+    core = server.core
+    notice = "READ-ONLY mode; serving only read-only clients\n" if core is not None and core.read_only else ""
+    return f"Zookeeper version: {full_version()}\n{notice}"
+
+
 def _srvr(server: ServerView, conn: Connection | None) -> str:
-    return f"Zookeeper version: {full_version()}\n{_server_stats(server)}"
+    return f"{_version(server)}{_server_stats(server)}"
 
 
 def _stat(server: ServerView, conn: Connection | None) -> str:
     clients = "".join(_connection_info(c, conn, brief=True) + "\n" for c in _connections(server))
-    return f"Zookeeper version: {full_version()}\nClients:\n{clients}\n{_server_stats(server)}"
+    return f"{_version(server)}Clients:\n{clients}\n{_server_stats(server)}"
 
 
 def _cons(server: ServerView, conn: Connection | None) -> str:
@@ -328,7 +335,7 @@ def mntr_values(server: ServerView) -> list[tuple[str, object]]:
         ("num_alive_connections", server.connection_count),
         ("outstanding_requests", core.outstanding),
         ("znode_count", _znode_count(core)),
-        ("global_sessions", len(core.sessions.sessions)),
+        ("global_sessions", 0 if core.read_only else len(core.sessions.sessions)),  # a read-only server's are local
         ("non_mtls_remote_conn_count", 0),
         ("last_client_response_size", -1),  # response sizes are not kept: -1, ZooKeeper's "none yet"
         ("max_client_response_size", -1),
@@ -351,7 +358,8 @@ def mntr_values(server: ServerView) -> list[tuple[str, object]]:
     if mode == "leader" and config.quorum is not None:
         values.append(("quorum_size", len(config.quorum.participants)))
     values += [
-        ("local_sessions", len(core.local) if core.local is not None else 0),
+        ("local_sessions", len(core.sessions.sessions) if core.read_only
+         else len(core.local) if core.local is not None else 0),
         ("uptime", core.now_ms - core.started_ms),
         ("outstanding_tls_handshake", 0),
         ("non_mtls_local_conn_count", 0),
@@ -507,7 +515,8 @@ def _dirs(server: ServerView, conn: Connection | None) -> str:
 
 
 def _isro(server: ServerView, conn: Connection | None) -> str:
-    return "rw"  # a standalone zkpy server is never read-only
+    core = server.core
+    return "ro" if core is not None and core.read_only else "rw"
 
 
 def _gtmk(server: ServerView, conn: Connection | None) -> str:

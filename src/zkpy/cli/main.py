@@ -12,7 +12,7 @@ import sys
 import click
 
 from zkpy.cli.ensemble import ensemble
-from zkpy.cli.security_keys import jaas_path_from_flags, super_users_from_flags
+from zkpy.cli.security_keys import jaas_path_from_flags, super_users_from_flags, system_property_from_flags
 from zkpy.cli.storage_tools import logdump, purge, snapdump
 from zkpy.cli.zoocfg import ConfigError, load_zoo_cfg
 from zkpy.config import ServerConfig
@@ -171,6 +171,16 @@ def _config(zoo_cfg: str | None, flags: dict[str, object], quiet: bool = False) 
         click.echo(f"zkpy: {exc}", err=True)
         sys.exit(EXIT_CONFIG)
     sasl_supers = super_users_from_flags(os.environ.get("SERVER_JVMFLAGS", ""), os.environ.get("JVMFLAGS", ""))
+    read_only = system_property_from_flags(os.environ.get("SERVER_JVMFLAGS", ""), os.environ.get("JVMFLAGS", ""),
+                                           "readonlymode.enabled")
+    if read_only is not None:  # -Dreadonlymode.enabled=..., ZooKeeper's own form of the key, wins over zoo.cfg
+        if read_only.lower() not in ("true", "false"):
+            click.echo(f"zkpy: SERVER_JVMFLAGS/JVMFLAGS: -Dreadonlymode.enabled={read_only!r} must be true or false",
+                       err=True)
+            sys.exit(EXIT_CONFIG)
+        from dataclasses import replace as _replace_ro
+
+        config = _replace_ro(config, read_only_mode=read_only.lower() == "true")
     if sasl_supers and config.sasl is not None:  # -Dzookeeper.superUser=NAME, as zkServer.sh passes it
         from dataclasses import replace as _replace
 

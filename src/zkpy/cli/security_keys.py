@@ -82,14 +82,19 @@ SaslReader = Callable[[str, str], SaslConfig | None]
 """``read(jaas_path, section)``: the section's users, None without the section (ValueError: a bad file)."""
 
 
-def jaas_path_from_flags(server_jvmflags: str, jvmflags: str) -> str | None:
-    """The JAAS file ``-Djava.security.auth.login.config=FILE`` names, as zkServer.sh passes
-    ``$SERVER_JVMFLAGS $JVMFLAGS`` to Java (the last one wins)."""
+def system_property_from_flags(server_jvmflags: str, jvmflags: str, name: str) -> str | None:
+    """The value ``-D<name>=VALUE`` gives in the JVM flags, as zkServer.sh passes
+    ``$SERVER_JVMFLAGS $JVMFLAGS`` to Java (the last one wins); None when no flag names it."""
     found = None
     for word in f"{server_jvmflags} {jvmflags}".split():
-        if word.startswith(f"-D{JAAS_KEY}="):
-            found = word.split("=", 1)[1].strip("'\"") or None
+        if word.startswith(f"-D{name}="):
+            found = word.split("=", 1)[1].strip("'\"")
     return found
+
+
+def jaas_path_from_flags(server_jvmflags: str, jvmflags: str) -> str | None:
+    """The JAAS file ``-Djava.security.auth.login.config=FILE`` names in the JVM flags."""
+    return system_property_from_flags(server_jvmflags, jvmflags, JAAS_KEY) or None
 
 
 def _bool(key: str, value: str) -> bool:

@@ -209,6 +209,8 @@ def config_from_properties(props: dict[str, str], source: str, read_myid: MyidRe
                 raise ConfigError(f"{source}: metricsProvider.className={value}: zkpy provides "
                                   f"{PROMETHEUS_PROVIDER} (or {DEFAULT_METRICS_PROVIDER}, no metrics)")
             values["metrics_prometheus"] = value == PROMETHEUS_PROVIDER
+        elif key == "readonlymode.enabled":
+            values["read_only_mode"] = _bool(source, key, value)
         elif key == "metricsProvider.exportJvmInfo":
             values["metrics_export_jvm_info"] = _bool(source, key, value)
         elif key == "DigestAuthenticationProvider.superDigest":

@@ -253,8 +253,11 @@ KEYS: dict[str, KeyRule] = {
     "zookeeper.follower.skipLearnerRequestToNextProcessor": _none(_JVM),
     "jute.maxbuffer.extrasize": _none("zkpy bounds txns by jute.maxbuffer"),
     "fips-mode": _none("zkpy uses OpenSSL through Python's ssl module"),
-    "readonlymode.enabled": _none("zkpy has no read-only mode: a server cut off from the quorum does not "
-                                  "serve (ZooKeeper reads this only as a JVM system property)", "false"),
+    "readonlymode.enabled": _honoured("an ensemble member cut off from its quorum serves read-only clients "
+                                      "(isro: ro) until the quorum is back; ZooKeeper reads it only as the system "
+                                      "property -Dreadonlymode.enabled=true (it ignores this zoo.cfg line), which "
+                                      "zkpy reads in SERVER_JVMFLAGS/JVMFLAGS too, over the file",
+                                      "read_only_mode", "bool"),
     "db.autocreate": _refused_unless("zkpy cannot join as a non-voting member until synced: with an "
                                      "emptied data dir it would vote, and could elect a leader missing "
                                      "acknowledged txns", "true"),

@@ -13,6 +13,10 @@ into events in the server's order and the shell acts on them in that order, insi
 
 Requests issued while the client is connecting or suspended wait for the connection (at most
 the session timeout) and then fail with ``ConnectionLoss``.
+
+While connected read-only, the shell asks the host the core names (``rw_probe``) ``isro`` on a
+separate short connection, one probe at a time; on ``rw`` it drops the read-only connection and
+the reconnect loop goes to that host (``rw_server_found``).
 """
 
 from __future__ import annotations
@@ -209,6 +213,7 @@ class AsyncClient:
         self._conn: _Connection | None = None
         self._run_task: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._rw_probe: asyncio.Future[None] | None = None  # an isro probe in flight (read-only)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._last_connect_error: str | None = None  # why the latest connection attempt failed
         # the bound on requests in flight: a slot per request from _submit until its reply or
@@ -289,6 +294,9 @@ class AsyncClient:
         if conn is not None and conn.transport is not None:
             conn.transport.close()
         self._cancel_timer()
+        if self._rw_probe is not None:
+            self._rw_probe.cancel()
+            self._rw_probe = None
         task, self._run_task = self._run_task, None
         if task is not None and task is not asyncio.current_task():
             task.cancel()
@@ -374,6 +382,9 @@ class AsyncClient:
         wake = core.dead_at_ms()
         if core.state.is_connected:
             wake = min(wake, core.next_ping_ms(now))
+        probe = core.next_rw_probe_ms()
+        if probe is not None and self._rw_probe is None:
+            wake = min(wake, probe)
         self._timer = asyncio.get_running_loop().call_later(max(0, wake - now) / 1000 + 0.001, self._on_timer)
 
     def _cancel_timer(self) -> None:
@@ -394,7 +405,40 @@ class AsyncClient:
             return
         if core.should_ping(now):
             conn.transport.write(core.ping(now))
+        if self._rw_probe is None:
+            host = core.rw_probe(now)
+            if host is not None:
+                self._rw_probe = asyncio.ensure_future(self._probe_rw(conn, host))
         self._schedule_timer()
+
+    async def _probe_rw(self, conn: _Connection, host: tuple[str, int]) -> None:
+        """Ask ``host`` ``isro`` (ClientCnxn.pingRwServer); on ``rw``, drop the read-only
+        connection ``conn``: the reconnect goes to ``host`` first."""
+        try:
+            answer = await asyncio.wait_for(self._ask_isro(host), self._core.connect_timeout_ms / 1000)
+        except (OSError, TimeoutError, ssl.SSLError) as exc:
+            log.debug("isro to %s:%s failed: %s", host[0], host[1], exc)
+            answer = b""
+        self._rw_probe = None
+        if conn is self._conn and answer != b"rw":
+            self._schedule_timer()  # the next probe
+        if answer == b"rw" and conn is self._conn and conn.transport is not None \
+                and self._core.state is ClientState.CONNECTED_READ_ONLY:
+            log.info("found a read-write server at %s:%s; moving there", host[0], host[1])
+            self._core.rw_server_found(host)
+            conn.transport.abort()
+
+    async def _ask_isro(self, host: tuple[str, int]) -> bytes:
+        reader, writer = await asyncio.open_connection(host[0], host[1], ssl=self.ssl_context,
+                                                       server_hostname=host[0] if self.ssl_context else None)
+        try:
+            writer.write(b"isro")
+            answer = b""
+            while len(answer) < 16 and (chunk := await reader.read(16)):  # the server closes after its answer
+                answer += chunk
+            return answer
+        finally:
+            writer.close()
 
     # ------------------------------------------------------------------ events
 

@@ -19,7 +19,13 @@ No sockets, clocks, threads or ambient randomness: the shell (``aio.py``) feeds 
   128 * 1024 characters, so it may exceed that by its last path);
 * timing from ``now_ms``: a ping after a third of the negotiated timeout without sending
   (ClientCnxn: readTimeout = 2/3 timeout, ping at readTimeout/2), and the connection is dead
-  when nothing was heard for two thirds of it (or for the connect timeout while handshaking).
+  when nothing was heard for two thirds of it (or for the connect timeout while handshaking);
+* while connected read-only, the search for a read-write server (ClientCnxn.pingRwServer):
+  ``rw_probe`` names the next other host to ask ``isro``, first after 100 ms, then at
+  intervals doubling up to a minute; ``rw_server_found`` makes the host that answered ``rw``
+  the next one connected to (the shell drops the read-only connection). A client that has only
+  had read-only sessions starts a new session there (its read-only session is local to the
+  server that gave it), as Java's does (``seenRwServerBefore``).
 
 ``receive(data, now_ms)`` returns typed events in the order the server's bytes imply; the
 shell must act on them in that order (that is what keeps watch callbacks and completions in
@@ -84,6 +90,8 @@ from zkpy.wire.proto import (
     WhoAmIResponse,
 )
 
+RW_PROBE_MIN_MS = 100  # ClientCnxn.minPingRwTimeout
+RW_PROBE_MAX_MS = 60_000  # ClientCnxn.maxPingRwTimeout
 SET_WATCHES_MAX_LENGTH = 128 * 1024  # ClientCnxn.SET_WATCHES_MAX_LENGTH (summed path characters)
 MAX_XID = 0x7FFFFFFF
 _REPLY_HEADER_LEN = 16  # xid int, zxid long, err int
@@ -329,6 +337,10 @@ class ClientCore:
         self._handshaking = False
         self._closing = False
         self._host_index = -1
+        self._rw_host: tuple[str, int] | None = None  # a read-write server found while read-only: next to try
+        self._rw_probe_index = -1
+        self._rw_probe_interval_ms = RW_PROBE_MIN_MS
+        self._rw_probe_at_ms = 0
         self._tried_since_connect = 0
         self._rounds = 0
         self._last_send_ms = 0
@@ -378,7 +390,11 @@ class ClientCore:
     # ------------------------------------------------------------------ hosts and timing
 
     def next_host(self) -> tuple[str, int]:
-        """The next host to try (round robin over the shuffled list)."""
+        """The next host to try (round robin over the shuffled list; a read-write server found
+        while connected read-only first)."""
+        if self._rw_host is not None and self._rw_host in self.hosts:
+            self._host_index = self.hosts.index(self._rw_host) - 1
+        self._rw_host = None
         self._host_index = (self._host_index + 1) % len(self.hosts)
         self._tried_since_connect += 1
         if self._tried_since_connect > len(self.hosts):
@@ -419,6 +435,30 @@ class ClientCore:
 
     def is_dead(self, now_ms: int) -> bool:
         return self._decoder is not None and now_ms >= self.dead_at_ms()
+
+    def next_rw_probe_ms(self) -> int | None:
+        """When the next search for a read-write server is due (absolute ms); None unless
+        connected read-only to one of several hosts."""
+        if self.state is not ClientState.CONNECTED_READ_ONLY or self._decoder is None or len(self.hosts) < 2:
+            return None
+        return self._rw_probe_at_ms
+
+    def rw_probe(self, now_ms: int) -> tuple[str, int] | None:
+        """The host to ask ``isro`` now (never the one connected to), or None when no probe is
+        due; each probe doubles the wait before the next, up to ``RW_PROBE_MAX_MS``."""
+        due = self.next_rw_probe_ms()
+        if due is None or now_ms < due:
+            return None
+        self._rw_probe_interval_ms = min(2 * self._rw_probe_interval_ms, RW_PROBE_MAX_MS)
+        self._rw_probe_at_ms = now_ms + self._rw_probe_interval_ms
+        self._rw_probe_index = (self._rw_probe_index + 1) % len(self.hosts)
+        if self._rw_probe_index == self._host_index:
+            self._rw_probe_index = (self._rw_probe_index + 1) % len(self.hosts)
+        return self.hosts[self._rw_probe_index]
+
+    def rw_server_found(self, host: tuple[str, int]) -> None:
+        """``host`` answered ``isro`` with ``rw``: it is the next host connected to."""
+        self._rw_host = host
 
     def ping(self, now_ms: int) -> bytes:
         self._last_send_ms = now_ms
@@ -608,6 +648,10 @@ class ClientCore:
         self._tried_since_connect = 0
         self._rounds = 0
         new = ClientState.CONNECTED_READ_ONLY if ro else ClientState.CONNECTED
+        if ro:  # look for a read-write server soon, then less and less often
+            self._rw_probe_interval_ms = RW_PROBE_MIN_MS
+            self._rw_probe_at_ms = self._last_recv_ms + RW_PROBE_MIN_MS
+            self._rw_probe_index = self._host_index
         if self.state is not new:
             if self.state.is_connected:  # RO -> RW without a disconnect cannot happen
                 raise InvariantError("handshake while connected")

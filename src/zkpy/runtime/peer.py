@@ -34,6 +34,7 @@ from zkpy.admin.tls import quorum_tls
 from zkpy.admin.view import Summary
 from zkpy.config import LearnerType, ServerConfig
 from zkpy.member.history import History
+from zkpy.member.read_only import ReadOnlyGate
 from zkpy.quorum.verifier import quorum_verifier
 from zkpy.runtime.banner import serving_line
 from zkpy.runtime.clientport import ClientPort, ServesClients
@@ -42,6 +43,7 @@ from zkpy.runtime.leader_term import LeaderTerm
 from zkpy.runtime.learner_term import LearnerTerm
 from zkpy.runtime.osdisk import OsDisk
 from zkpy.runtime.persistence import Persistence
+from zkpy.runtime.read_only import ReadOnlyService
 from zkpy.runtime.server import DiskFailure
 from zkpy.runtime.term import TermEnded
 from zkpy.server.connection import Connection
@@ -52,6 +54,7 @@ from zkpy.storage.epochs import load_epochs, write_epoch
 from zkpy.storage.files import DataDirs
 from zkpy.storage.recovery import recover
 from zkpy.storage.truncate import drop_unadopted_epoch
+from zkpy.tree.datatree import DataTree
 
 log = logging.getLogger("zkpy.quorum")
 
@@ -84,6 +87,9 @@ class QuorumPeer(ServesClients):
         self._flush_scheduled = False
         self.metrics = ServerMetrics()  # one registry for the process: every term's core records into it
         self._looking_since = 0.0  # when the last election began (the loop's clock)
+        self.read_only_gate = ReadOnlyGate(config.read_only_mode, config.tick_ms)
+        self.read_only: ReadOnlyService | None = None  # serving read-only clients while looking
+        self._read_only_timer: asyncio.TimerHandle | None = None
 
     # ---- what the four-letter words read (admin.view.ServerView) ----
 
@@ -113,6 +119,8 @@ class QuorumPeer(ServesClients):
         self._flush_scheduled = False
         if self.term is not None:
             self.term.flush()
+        elif self.read_only is not None:
+            self.read_only.flush()
 
     def write_client(self, conn: Connection) -> None:
         self.clients.write(conn)
@@ -179,7 +187,11 @@ class QuorumPeer(ServesClients):
         self.metrics.counters["looking_count"] += 1
         looking_since = self._looking_since = asyncio.get_running_loop().time()
         electing = asyncio.ensure_future(self.election.elect(tree.last_processed_zxid, epochs.current))
-        await asyncio.wait([electing, stopping], return_when=asyncio.FIRST_COMPLETED)
+        self._look(tree)
+        try:
+            await asyncio.wait([electing, stopping], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._looked()
         if not electing.done():
             electing.cancel()
             return None
@@ -217,6 +229,43 @@ class QuorumPeer(ServesClients):
             self.mode = "looking"
         # a term that broke off with an exception may have left its tree half-way: start from disk
         return term.carry_over() if self.failure is None and not crashed else None
+
+    # ---- read-only service while looking (readonlymode.enabled) ----
+
+    def _look(self, tree: DataTree) -> None:
+        """An election began: read-only service is due after the gate's delay."""
+        self.read_only_gate.looking(int(asyncio.get_running_loop().time() * 1000))
+        self._arm_read_only(tree)
+
+    def _arm_read_only(self, tree: DataTree) -> None:
+        due = self.read_only_gate.due_ms()
+        if due is not None:
+            self._read_only_timer = asyncio.get_running_loop().call_at(due / 1000, self._serve_read_only, tree)
+
+    def _serve_read_only(self, tree: DataTree) -> None:
+        self._read_only_timer = None
+        if self.failure is not None:
+            return
+        if not self.read_only_gate.tick(int(asyncio.get_running_loop().time() * 1000)):
+            self._arm_read_only(tree)  # the loop may run a timer a little early
+            return
+        service = self.read_only = ReadOnlyService(self.config, self.clients, tree)
+        self.core = service.core
+        self.mode = "read-only"
+        service.start()
+        log.info("server %d: no quorum: serving read-only clients", self.sid)
+
+    def _looked(self) -> None:
+        """The election decided (or the member stops): read-only clients are disconnected."""
+        if self._read_only_timer is not None:
+            self._read_only_timer.cancel()
+            self._read_only_timer = None
+        if self.read_only_gate.decided() and self.read_only is not None:
+            self.read_only.stop()
+            self.read_only = None
+            self.close_clients()
+            self.mode = "looking"
+            log.info("server %d: read-only service ended", self.sid)
 
     @property
     def leader_id(self) -> int:

@@ -168,11 +168,14 @@ class ServerCore:
     requests; ``server.learner.LearnerServerCore`` sends writes, new sessions, moved sessions and
     syncs to the leader and applies what comes back committed. The methods named ``_new_session``,
     ``_session_moved``, ``_seen``, ``_write``, ``_upgrade``, ``_sync``, ``_awaits_quorum`` and
-    ``tick`` are where the roles differ.
+    ``tick`` are where the roles differ; ``server.read_only.ReadOnlyServerCore`` serves a member
+    cut off from its quorum (``read_only``).
 
     With ``local`` (a member's pipeline with localSessionsEnabled, see ``enable_local_sessions``)
     new sessions are local: created, touched, expired and closed here without a txn; an ephemeral
     create of one upgrades it first (``_upgrade``) or fails with EphemeralOnLocalSession."""
+
+    read_only = False  # answers clients as a read-only server (isro: ro, readOnly byte 1)
 
     def __init__(self, config: ServerConfig, now_ms: int, wall_ms: int, log: Log = lambda _m: None,
                  tree: DataTree | None = None, next_zxid: int | None = None) -> None:
@@ -335,10 +338,10 @@ class ServerCore:
     # ---- handshake ----
 
     def _connect(self, conn: Connection, frame: bytes) -> None:
-        req, read_only_byte = read_connect(frame)
+        req, read_only = read_connect(frame)
         self.metrics.counters["connection_request_count"] += 1
-        if read_only_byte:
-            conn.old_client = False  # we are never read-only
+        if read_only is not None:
+            conn.old_client = False  # it sent the readOnly flag: it gets the byte back
         if req.lastZxidSeen > self.tree.last_processed_zxid:
             self.log_peer("zxid ahead", conn.ip,
                           f"refusing session request for client {conn.ip}:{conn.port} as it has seen zxid "
@@ -407,7 +410,7 @@ class ServerCore:
         self._connect_response(conn, valid=True)
 
     def _connect_response(self, conn: Connection, valid: bool) -> None:
-        payload = connect_response(conn.session_id, conn.timeout_ms, valid, not conn.old_client)
+        payload = connect_response(conn.session_id, conn.timeout_ms, valid, not conn.old_client, self.read_only)
         conn.queue(INT.pack(len(payload)) + payload)  # not _send: it goes out even to a closing connection
         conn.sent += 1
         self.stats.packets_sent += 1

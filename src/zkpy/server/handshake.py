@@ -24,21 +24,23 @@ SUPER = Id("super", "")
 _REPLY_HEADER = struct.Struct(">iqi")
 
 
-def read_connect(frame: bytes) -> tuple[ConnectRequest, bool]:
-    """The request, and whether the client sent the readOnly byte after it (3.4+ clients do,
-    and expect it back)."""
+def read_connect(frame: bytes) -> tuple[ConnectRequest, bool | None]:
+    """The request, and the readOnly flag the client sent after it: None when it sent none
+    (3.4+ clients send it, and expect the byte back), else whether it asks for read-only service."""
     try:
         req, pos = ConnectRequest.read(frame, 0)
     except (ProtocolError, struct.error) as exc:
         raise ProtocolError(f"malformed connect request ({len(frame)} bytes): {exc}") from exc
-    return req, pos < len(frame)
+    return req, (frame[pos] != 0) if pos < len(frame) else None
 
 
-def connect_response(session_id: int, timeout_ms: int, valid: bool, read_only_byte: bool) -> bytes:
-    """The ConnectResponse payload: the session, or zeros when it is invalid (expired)."""
+def connect_response(session_id: int, timeout_ms: int, valid: bool, read_only_byte: bool,
+                     read_only: bool = False) -> bytes:
+    """The ConnectResponse payload: the session, or zeros when it is invalid (expired); with
+    ``read_only_byte``, the readOnly byte after it (1 from a read-only server)."""
     sid = session_id if valid else 0
     rsp = ConnectResponse(0, timeout_ms if valid else 0, sid, session_password(sid) if valid else bytes(16))
-    return rsp.to_bytes() + (b"\x00" if read_only_byte else b"")
+    return rsp.to_bytes() + ((b"\x01" if read_only else b"\x00") if read_only_byte else b"")
 
 
 def authenticate(packet: AuthPacket, ip: str, super_digest: str | None) -> list[Id] | None:

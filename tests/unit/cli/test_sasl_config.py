@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from zkpy.cli.security_keys import super_users_from_flags
+from zkpy.cli.security_keys import super_users_from_flags, system_property_from_flags
 from zkpy.cli.zoocfg import ConfigError, load_zoo_cfg
 
 SASL_PROVIDER = "org.apache.zookeeper.server.auth.SASLAuthenticationProvider"
@@ -85,3 +85,10 @@ def test_kerberos_refusal_exits_2_with_one_line(tmp_path: Path) -> None:
     assert proc.returncode == 2
     errors = [line for line in proc.stderr.splitlines() if line.startswith("zkpy:")]
     assert len(errors) == 1 and "GSSAPI" in errors[0] and "jaas.conf" in errors[0]
+
+
+def test_a_system_property_is_read_from_the_jvm_flags_the_last_one_winning() -> None:
+    assert system_property_from_flags("-Dreadonlymode.enabled=true", "", "readonlymode.enabled") == "true"
+    assert system_property_from_flags("-Dreadonlymode.enabled=true", "-Dreadonlymode.enabled='false'",
+                                      "readonlymode.enabled") == "false"
+    assert system_property_from_flags("-Dzookeeper.readonlymode.enabled=true", "", "readonlymode.enabled") is None

@@ -150,6 +150,7 @@ HONOURED_SAMPLES: dict[str, tuple[str, str, object]] = {
     "metricsProvider.httpHost": ("0.0.0.0", "metrics_http_host", "0.0.0.0"),
     "metricsProvider.httpPort": ("7001", "metrics_http_port", 7001),
     "metricsProvider.exportJvmInfo": ("false", "metrics_export_jvm_info", False),
+    "readonlymode.enabled": ("true", "read_only_mode", True),
 }
 THREE = {"server.1": "127.0.0.1:2888:3888", "server.2": "127.0.0.1:2889:3889", "server.3": "127.0.0.1:2890:3890",
          "initLimit": "10", "syncLimit": "5"}
@@ -180,7 +181,7 @@ def test_an_honoured_key_sets_its_field_without_a_warning(key: str, caplog: pyte
     ("tickTime", "fast"), ("clientPort", "-3"), ("snapCount", "0"), ("forceSync", "maybe"),
     ("extendedTypesEnabled", "maybe"), ("enforceQuota", "yes"), ("datadir.autocreate", "perhaps"), ("initLimit", "x"),
     ("standaloneEnabled", "sometimes"), ("4lw.commands.whitelist", "rmrf"), ("electionAlg", "1"),
-    ("DigestAuthenticationProvider.superDigest", ""), ("peerType", "leader"),
+    ("DigestAuthenticationProvider.superDigest", ""), ("peerType", "leader"), ("readonlymode.enabled", "yes"),
 ])
 def test_a_bad_value_of_an_honoured_key_is_refused_naming_key_and_file(key: str, value: str) -> None:
     assert key in refusal({key: value})

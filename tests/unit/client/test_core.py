@@ -7,6 +7,8 @@ import random
 import pytest
 
 from zkpy.client.core import (
+    RW_PROBE_MAX_MS,
+    RW_PROBE_MIN_MS,
     SET_WATCHES_MAX_LENGTH,
     ClientCore,
     ClientState,
@@ -133,6 +135,44 @@ def test_read_only_server_gives_connected_read_only() -> None:
     core.connection_made(0)
     events = core.receive(connect_response(read_only=True), 0)
     assert events[0].new is ClientState.CONNECTED_READ_ONLY
+
+
+def test_a_read_only_client_probes_the_other_hosts_with_backoff_and_moves_to_a_read_write_one() -> None:
+    """ClientCnxn.pingRwServer: the first probe 100 ms after connecting read-only, then at doubling
+    intervals (capped at a minute), never the host connected to; the host that answers rw is the
+    next one connected to, with a new session (the read-only one was local to its server)."""
+    core = ClientCore("h1:1,h2:2,h3:3", read_only=True)
+    connected_to = core.next_host()
+    core.connection_made(0)
+    core.receive(connect_response(read_only=True, session_id=0x77), 0)
+    assert core.next_rw_probe_ms() == RW_PROBE_MIN_MS
+    assert core.rw_probe(RW_PROBE_MIN_MS - 1) is None
+    probed: list[tuple[str, int]] = []
+    t = RW_PROBE_MIN_MS
+    for _ in range(12):
+        host = core.rw_probe(t)
+        assert host is not None and host != connected_to
+        probed.append(host)
+        t = core.next_rw_probe_ms()  # type: ignore[assignment]
+    assert set(probed) == {h for h in core.hosts if h != connected_to}
+    intervals = []
+    last = core.next_rw_probe_ms()
+    for _ in range(3):
+        assert core.rw_probe(last) is not None
+        nxt = core.next_rw_probe_ms()
+        assert nxt is not None
+        intervals.append(nxt - last)
+        last = nxt
+    assert intervals == [RW_PROBE_MAX_MS] * 3
+    core.rw_server_found(probed[0])
+    core.connection_lost()
+    assert core.next_rw_probe_ms() is None  # not connected: no probe
+    assert core.next_host() == probed[0]
+    request = core.connection_made(10)
+    assert ConnectRequest.read(request[4:], 0)[0].sessionId == 0  # only ever had a read-only session
+    core.receive(connect_response(session_id=0x88), 10)
+    assert core.state is ClientState.CONNECTED and core.session_id == 0x88
+    assert core.next_rw_probe_ms() is None
 
 
 def test_session_refused_with_a_bare_reply_header_is_a_protocol_error_naming_the_code() -> None:

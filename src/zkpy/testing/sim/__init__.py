@@ -6,7 +6,8 @@ The pure cores (``quorum.election``, ``quorum.leader``, ``quorum.learner``, ``se
 (``scheduler``), a network with TCP-like connections, delays, reordering across connections,
 breaks and partitions (``network``), disks that lose, tear or keep what was not fsynced and an
 fsync worker with group commit (``disk``), servers that crash, restart and pause (``node``)
-and run leader and learner terms as ``runtime.peer`` does (``terms``), clients (``workload``)
+and run leader and learner terms as ``runtime.peer`` does (``terms``), and, with read-only mode,
+serve read-only clients while looking (``member.read_only``, ``server.read_only``), clients (``workload``)
 and invariants checked as the run goes (``checker``), put together in ``cluster``. Every random choice comes from one ``random.Random(seed)``: a failing seed
 replays exactly (``ZKPY_SIM_SEED=<n> pytest tests/sim`` reruns one).
 

@@ -394,6 +394,9 @@ def run_seed(seed: int, *, nodes: int | None = None, faults: Iterable[str] | Non
         config = replace(config, groups=hierarchy[0], weights=hierarchy[1])
     if local_sessions:
         config = replace(config, local_sessions=True, local_sessions_upgrading=local_sessions_upgrading)
+    # readonlymode.enabled in a third of the runs, drawn apart from the run's RNG so that every
+    # other choice of a seed stays what it was
+    config = replace(config, read_only=random.Random(f"read-only {seed}").random() < 1 / 3)
     cluster = Cluster(seed, config, rng)
     if "crash" in plan.faults or "torn" in plan.faults:
         cluster.packet_hooks.append(_sync_crashes(cluster, plan, 0.04))

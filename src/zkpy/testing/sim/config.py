@@ -38,4 +38,5 @@ class SimConfig:
     quorum_sync: bool = False  # zkpy.quorumSync
     local_sessions: bool = False  # localSessionsEnabled
     local_sessions_upgrading: bool = False  # localSessionsUpgradingEnabled
+    read_only: bool = False  # readonlymode.enabled: a looking server serves read-only clients (and clients ask for it)
     workarounds: frozenset[str] = WORKAROUNDS

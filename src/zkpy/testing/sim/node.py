@@ -21,11 +21,15 @@ from typing import Any, Protocol
 
 from zkpy.config import LearnerType, QuorumConfig, QuorumServer, ServerConfig
 from zkpy.member.history import History
+from zkpy.member.read_only import ReadOnlyGate
 from zkpy.quorum.election import Decision, Election
 from zkpy.quorum.election import LearnerType as ElectionLearnerType
 from zkpy.quorum.sync import DEFAULT_COMMITTED_LOG, LoggedTxn
 from zkpy.quorum.verifier import config_string
 from zkpy.server.connection import Connection
+from zkpy.server.core import ServerCore
+from zkpy.server.outputs import Output
+from zkpy.server.read_only import ReadOnlyServerCore
 from zkpy.storage.disk import join
 from zkpy.storage.epochs import Epochs, load_epochs, write_epoch
 from zkpy.storage.files import DataDirs
@@ -98,6 +102,8 @@ class SimNode:
         self.term_seq = 0
         self.fsync_ms: tuple[int, int] | None = None  # this server's fsync latency, if not the cluster's
         self.client_links: dict[int, Link] = {}  # real clients' connections to this server, by conn id (sessions.py)
+        self.read_only_gate = ReadOnlyGate(cfg.read_only, cfg.tick_ms)  # runtime.peer's read-only switch
+        self.read_only: ReadOnlyServerCore | None = None  # the read-only pipeline while looking
 
     # ------------------------------------------------------------ events
 
@@ -123,6 +129,8 @@ class SimNode:
         self._after_event()
 
     def _after_event(self) -> None:
+        if self.read_only is not None:
+            self._flush_read_only()
         term = self.term
         if term is not None:
             if term.flush_due and term.ended is None:
@@ -174,6 +182,8 @@ class SimNode:
         self.election = None
         self.tree = None
         self.mode = "down"
+        self.read_only_gate.decided()
+        self.read_only = None
         kept = self.disk.crash_now(self.c.rng, mode)
         self.c.net.node_crashed(self.sid)
         self.close_clients()
@@ -207,6 +217,11 @@ class SimNode:
         elif self.election is not None and not self.election.decided:
             self.election.tick(self.now)
             self._pump()
+            if self.read_only_gate.tick(self.now):
+                self._serve_read_only()
+            if self.read_only is not None:
+                self.read_only.set_time(self.now, self.wall_ms)
+                self.read_only.tick()
         self._after_event()
 
     # ------------------------------------------------------------ disk
@@ -303,6 +318,7 @@ class SimNode:
                                      learner_type=ElectionLearnerType.OBSERVER if self.observer
                                      else ElectionLearnerType.PARTICIPANT)
         self.c.trace_event(self.sid, "looking", (last, self.epochs.current, carried))
+        self.read_only_gate.looking(self.now)
         self.election.start(self.now, last_zxid=last, current_epoch=self.epochs.current)
         self._pump()
 
@@ -331,6 +347,10 @@ class SimNode:
             self._decided(ready.decision)
 
     def _decided(self, decision: Decision) -> None:
+        if self.read_only_gate.decided():
+            self.c.trace_event(self.sid, "read-only service ended", None)
+            self.read_only = None
+            self.close_clients()
         self.term_seq += 1
         self.c.trace_event(self.sid, "decided", (decision.leader, decision.vote.zxid, decision.vote.peer_epoch))
         term: LeaderTerm | LearnerTerm
@@ -352,6 +372,35 @@ class SimNode:
         term.close()
         self.term = None
         self._begin_looking(carried=term.carry_over())
+
+    # ------------------------------------------------------------ read-only service
+
+    def _serve_read_only(self) -> None:
+        """runtime.peer: looking for the gate's delay, the server serves read-only clients from its tree."""
+        assert self.tree is not None
+        self.read_only = ReadOnlyServerCore(self.config, self.now, self.wall_ms, tree=self.tree)
+        self.mode = "read-only"
+        self.c.stats["read_only_served"] += 1
+        self.c.trace_event(self.sid, "read-only service", hex(self.tree.last_processed_zxid))
+
+    def _flush_read_only(self) -> None:
+        assert self.read_only is not None
+        for o in self.read_only.ready():
+            if not isinstance(o, Output):  # it must never propose, forward or ack anything
+                self.c.checker.fail(f"server {self.sid}'s read-only pipeline produced {o!r}")
+            else:
+                self.client_output(o.conn)
+
+    @property
+    def client_core(self) -> ServerCore | None:
+        """The pipeline a client connecting now gets: the term's while it serves, else the
+        read-only one while that serves, else none."""
+        if not self.alive or self.paused:
+            return None
+        if self.serving:
+            assert self.term is not None
+            return self.term.core
+        return self.read_only
 
     # ------------------------------------------------------------ clients
 

@@ -50,6 +50,7 @@ from zkpy.errors import (
     EphemeralOnLocalSessionError,
     NodeExistsError,
     NoNodeError,
+    NotReadOnlyCallError,
     ProtocolError,
     ZookeeperError,
 )
@@ -96,6 +97,9 @@ class Server(Protocol):
 
     @property
     def client_links(self) -> dict[int, Link]: ...
+
+    @property
+    def client_core(self) -> ServerCore | None: ...
 
     @property
     def now(self) -> int: ...
@@ -227,7 +231,8 @@ class Sessions:
 
     def _new_core(self) -> ClientCore:
         hosts = ",".join(f"{host_of(sid)}:{CLIENT_PORT}" for sid in sorted(self.c.nodes))
-        return ClientCore(hosts, session_timeout_ms=self.timeout, connect_timeout_ms=1000, rng=self.rng)
+        return ClientCore(hosts, session_timeout_ms=self.timeout, connect_timeout_ms=1000, rng=self.rng,
+                          read_only=self.c.config.read_only)
 
     def start(self, until_ms: int) -> None:
         self.until_ms = until_ms
@@ -260,6 +265,14 @@ class Sessions:
             return
         if core.should_ping(now):
             self._send(client, core.ping(now))
+        probe = core.rw_probe(now)
+        if probe is not None:  # ClientCnxn.pingRwServer: isro answers rw where a term serves
+            probed = self.c.nodes.get(int(probe[0].rsplit(".", 1)[1]))
+            if probed is not None and probed.serving and not probed.paused:
+                core.rw_server_found(probe)
+                self.c.stats["client_rw_server_found"] += 1
+                self._drop(client, "a read-write server answered isro")
+                return
         if core.state.is_connected and now < self.until_ms and len(client.inflight) < 4:
             self._act(client)
 
@@ -276,8 +289,8 @@ class Sessions:
         host, _ = core.next_host()
         sid = int(host.rsplit(".", 1)[1])
         node = self.c.nodes.get(sid)
-        server = node.term.core if node is not None and node.term is not None and node.alive else None
-        if node is None or server is None or node.paused or not node.serving:
+        server = node.client_core if node is not None else None
+        if node is None or server is None:
             client.reconnect_at = self.c.sched.now + max(core.backoff_ms(), 20)
             return
         self._conn_ids += 1
@@ -322,14 +335,14 @@ class Sessions:
         if not link.open or link.node.incarnation != link.incarnation:
             return
         node = link.node
-        term = node.term
-        if term is None or term.core is not link.core:
+        if node.client_core is not link.core:
             return
         link.core.set_time(node.now, node.wall_ms)
         link.core.receive(link.conn, data)
         while link.core.wants_turn(link.conn):  # the client port's later turns, all at once here
             link.core.resume(link.conn)
-        term.flush_due = True
+        if node.term is not None:  # (a read-only pipeline's output is written after each event)
+            node.term.flush_due = True
 
     def server_turn(self, link: Link) -> None:
         """The server takes more of a connection's requests (its output drained, or fewer are in flight)."""
@@ -386,6 +399,12 @@ class Sessions:
             if config.local_sessions and not (config.local_sessions_upgrading and client.asked_ephemeral):
                 self.checker.fail(f"local session 0x{ev.session_id:x} of server {client.session_server} was "
                                   f"taken by server {sid}")
+        if ev.read_only:
+            self.c.stats["client_read_only_session"] += 1
+        if client.session and ev.session_id != client.session:
+            # a new session in the same client (a read-only one left for a read-write server):
+            # the per-session guarantees start over
+            client.ephemerals, client.watched, client.seen = [], {}, {}
         client.session, client.session_server = ev.session_id, sid
         for path in client.ephemerals[-2:]:  # the session moved (or came back): its ephemerals are there
             self._request(client, Op("exists-eph", path, self.c.sched.now, client.core.session_id), OpCode.EXISTS,
@@ -399,6 +418,18 @@ class Sessions:
             client.inflight.popleft()
         now = self.c.sched.now
         error = ev.error
+        if client.core.state is ClientState.CONNECTED_READ_ONLY:  # the reply came from a read-only server
+            if op.kind in ("set", "create", "create-eph") and error is None:
+                self.checker.fail(f"session 0x{op.session:x}: a read-only server acknowledged a {op.kind} of {op.key}")
+            if isinstance(error, NotReadOnlyCallError):
+                self.c.stats["client_not_read_only"] += 1
+            elif (error is None or isinstance(error, NoNodeError)) and op.kind in ("get", "watch"):
+                self.c.stats["client_read_only_read"] += 1
+        if op.kind == "sync" and error is not None:
+            for later in client.inflight:  # the sync did not happen: its read promises nothing more
+                if later.kind == "sync-get" and later.session == op.session:
+                    later.floor = 0
+                    break
         if op.kind in ("get", "sync-get", "watch"):
             if isinstance(error, NoNodeError):
                 return
