@@ -12,6 +12,7 @@ import sys
 import click
 
 from zkpy.cli.ensemble import ensemble
+from zkpy.cli.shell import shell
 from zkpy.cli.security_keys import jaas_path_from_flags, super_users_from_flags, system_property_from_flags
 from zkpy.cli.storage_tools import logdump, purge, snapdump
 from zkpy.cli.zoocfg import ConfigError, load_zoo_cfg
@@ -321,6 +322,7 @@ main.add_command(purge)
 main.add_command(logdump)
 main.add_command(snapdump)
 main.add_command(ensemble)
+main.add_command(shell)
 
 if __name__ == "__main__":
     main()

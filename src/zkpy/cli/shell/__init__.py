@@ -1,0 +1,78 @@
+"""``zkpy shell``: zkCli.sh's commands on zkpy's own client, with no JVM.
+
+``parse`` is the pure grammar and formatting, ``session`` runs commands against a session,
+``repl`` is the interactive prompt_toolkit front end. This module is the click command:
+
+- interactive when stdin is a terminal (completion, history, watch events as they arrive);
+- ``-c CMD`` (repeatable) runs those commands, a non-terminal stdin runs its lines as a script;
+  exit status 0 when every command succeeded, 1 when one failed (the rest still run), 2 when
+  the shell could not connect;
+- ``--json``: one JSON document per command and per watch event, on stdout.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .session import Output, Quit, Shell
+
+EXIT_OK, EXIT_FAILED, EXIT_NOT_CONNECTED = 0, 1, 2
+
+
+def run_script(shell: Shell, lines: list[str]) -> int:
+    """Run lines in order; the exit status (1 if any failed)."""
+    status = EXIT_OK
+    try:
+        for line in lines:
+            if not shell.execute(line.rstrip("\r\n")):
+                status = EXIT_FAILED
+    except Quit:
+        shell.drain()
+        shell.close_session()
+        return status
+    shell.drain()
+    return status
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("connect_string", default="127.0.0.1:2181", metavar="[CONNECT-STRING]")
+@click.option("-c", "--command", "commands", multiple=True, metavar="CMD",
+              help="run this command (repeatable) and exit instead of reading commands")
+@click.option("--json", "json_mode", is_flag=True, help="one JSON document per command and per watch event")
+@click.option("--timeout", "session_timeout", type=float, default=30.0, show_default=True,
+              help="session timeout in seconds")
+@click.option("--connect-timeout", type=float, default=15.0, show_default=True,
+              help="give up connecting after this many seconds")
+def shell(connect_string: str, commands: tuple[str, ...], json_mode: bool, session_timeout: float,
+          connect_timeout: float) -> None:
+    """A ZooKeeper shell with zkCli.sh's commands (help: any unknown command lists them).
+
+    Interactive on a terminal; otherwise runs -c commands or the lines of stdin, and exits 1 if
+    a command failed, 2 if no server accepted the session."""
+    output = Output(json_mode=json_mode)
+    sh = Shell(connect_string, output, session_timeout=session_timeout, connect_timeout=connect_timeout)
+    interactive = not commands and sys.stdin.isatty() and not json_mode
+    if not json_mode and not commands:
+        output.line(f"Connecting to {connect_string}")
+    sh.connect()
+    if sh.client is None or not sh.client.state.is_connected:
+        if not interactive:
+            sh.close_session()
+            sys.exit(EXIT_NOT_CONNECTED)
+    if interactive:
+        from .repl import run_interactive
+
+        sys.exit(run_interactive(sh))
+    lines = list(commands) if commands else sys.stdin.read().splitlines()
+    status = run_script(sh, lines)
+    _quiet_close(sh)
+    sys.exit(status)
+
+
+def _quiet_close(sh: Shell) -> None:
+    """End the session at the end of a script without printing its Closed event (zkCli.sh
+    exits at the end of its input without closing; a script's output ends with its last result)."""
+    sh.output.print_watches = False
+    sh.close_session()
