@@ -438,12 +438,12 @@ class Shell:
     def _deleteall(self, p: P.Parsed) -> Any:
         path = self._path(p)
         batch = self._int(p.value("b") or str(DEFAULT_BATCH), "batch size")
-        if batch <= 0:
-            raise CommandFailed("batch size must be a positive number", "BAD_ARGUMENT")
         nodes = self._tree_bfs(path)
         nodes.reverse()
         c = self._client()
         failed = False
+        if batch <= 0:  # zkCli sends a batch when it reaches the size: never, until the end
+            batch = len(nodes)
         for i in range(0, len(nodes), batch):
             ops = [Op(OpCode.DELETE, DeleteRequest(n, -1)) for n in nodes[i:i + batch]]
             reply = c.run(c.aio._submit, OpCode.MULTI, ops)
