@@ -16,11 +16,10 @@ import subprocess
 import sys
 
 import pytest
-
-from zkpy.testing.servers import ServerProcess
-
 from tests.interop.test_zkcli import SCRIPT as DATA_SCRIPT
 from tests.interop.test_zkcli import ZKCLI, normalise, run_zkcli
+
+from zkpy.testing.servers import ServerProcess
 
 SHELL_SCRIPT = """create /zkshq
 create /zkshq/a x

@@ -12,8 +12,8 @@ import sys
 import click
 
 from zkpy.cli.ensemble import ensemble
-from zkpy.cli.shell import shell
 from zkpy.cli.security_keys import jaas_path_from_flags, super_users_from_flags, system_property_from_flags
+from zkpy.cli.shell import shell
 from zkpy.cli.storage_tools import logdump, purge, snapdump
 from zkpy.cli.zoocfg import ConfigError, load_zoo_cfg
 from zkpy.config import ServerConfig

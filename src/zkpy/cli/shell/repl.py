@@ -6,7 +6,8 @@
 - the line history is kept in ``$ZKPY_SHELL_HISTORY`` (default ``~/.zkpy_shell_history``),
   searched with Ctrl-R and suggested as you type; ``history`` and ``redo`` work on the session's
   own numbered list, as in zkCli;
-- watch events print above the prompt as they arrive (``patch_stdout``);
+- watch events print above the prompt as they arrive (``patch_stdout``), a command's output
+  in order, before the next prompt;
 - Ctrl-C drops the line being typed, Ctrl-D (or ``quit``) ends the shell.
 """
 
@@ -92,9 +93,9 @@ def run_interactive(shell: Shell) -> int:
     session: PromptSession[str] = PromptSession(history=_history(), completer=ShellCompleter(shell),
                                                 auto_suggest=AutoSuggestFromHistory(), complete_while_typing=False)
     with patch_stdout(raw=True):
-        # patch_stdout swaps sys.stdout for a proxy that prints above the prompt
-        shell.output.out = sys.stdout
-        shell.output.err = sys.stdout
+        # patch_stdout swaps sys.stdout for a proxy that prints above the prompt: events, which
+        # come at any time, go there; a command's output is written while no prompt is shown
+        shell.output.events = sys.stdout
         while True:
             try:
                 line = session.prompt(lambda: prompt_text(shell))

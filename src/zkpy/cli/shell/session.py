@@ -24,7 +24,16 @@ from typing import Any, TextIO
 from zkpy.client.core import ClientState, WatchedEvent, WatchRegistration
 from zkpy.client.sync import Client
 from zkpy.errors import ConnectionClosedError, ConnectionLoss, ZookeeperError
-from zkpy.tree.quota import BYTES, BYTES_HARD, COUNT, COUNT_HARD, QUOTA_ROOT, format_stats, limit_path, parse_stats
+from zkpy.tree.quota import (
+    BYTES,
+    BYTES_HARD,
+    COUNT,
+    COUNT_HARD,
+    QUOTA_ROOT,
+    format_stats,
+    limit_path,
+    parse_stats,
+)
 from zkpy.tree.quota import stat_path as quota_stat_path
 from zkpy.wire.consts import AddWatchMode, CreateMode, EventType, KeeperState, OpCode, Perms, WatcherType
 from zkpy.wire.multi import Op
@@ -79,6 +88,7 @@ class Output:
         self.json_mode = json_mode
         self.out = out if out is not None else sys.stdout
         self.err = err if err is not None else sys.stderr
+        self.events: TextIO | None = None  # where watch events go, if not to ``out``
         self.lock = threading.RLock()
         self.print_watches = True
         self._lines: list[str] = []  # the current command's text output (JSON mode)
@@ -100,13 +110,14 @@ class Output:
         if not self.print_watches:
             return
         with self.lock:
+            stream = self.events if self.events is not None else self.out
             if self.json_mode:
                 doc = {"event": {"state": _STATE_NAMES.get(KeeperState(state), str(state)),
                                  "type": _TYPE_NAMES.get(EventType(etype), str(etype)), "path": path}}
-                self.out.write(json.dumps(doc) + "\n")
+                stream.write(json.dumps(doc) + "\n")
             else:
-                self.out.write(f"\nWATCHER::\n\n{event_line(state, etype, path)}\n")
-            self.out.flush()
+                stream.write(f"\nWATCHER::\n\n{event_line(state, etype, path)}\n")
+            stream.flush()
 
     def document(self, doc: dict[str, Any]) -> None:
         with self.lock:
@@ -534,7 +545,9 @@ class Shell:
                 version = int(p.value("v") or "", 16)
             except ValueError:
                 raise CommandFailed(f"-v must be a hex number: {p.value('v')}", "BAD_ARGUMENT") from None
-        self._call(OpCode.RECONFIG, ReconfigRequest(joining, leaving, members, version), None)
+        # an absent list is null on the wire, as zkCli sends it (ReconfigRequest's fields are ustrings)
+        request = ReconfigRequest(joining, leaving, members, version)  # type: ignore[arg-type]
+        self._call(OpCode.RECONFIG, request, None)
         data, stat = self._get_data(CONFIG_NODE, False)
         text = (data or b"").decode("utf-8", "replace")
         self.output.line("Committed new configuration:")

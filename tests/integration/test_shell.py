@@ -1,0 +1,169 @@
+"""``zkpy shell`` as a user runs it: interactively in a pseudo-terminal (completion, history,
+watch events above the prompt) and non-interactively (-c, a script on stdin, --json, exit codes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from zkpy.client.sync import Client
+from zkpy.testing.servers import ServerProcess
+
+ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b[=>]")
+SHELL = [sys.executable, "-m", "zkpy.cli.main", "shell"]
+
+
+class Terminal:
+    """The shell in a pseudo-terminal; ``expect`` waits (with a deadline) for text on the screen
+    (escape sequences removed) and returns everything read up to it."""
+
+    def __init__(self, args: list[str], home: Path) -> None:
+        self.master, slave = pty.openpty()
+        env = dict(os.environ, HOME=str(home), TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1",
+                   ZKPY_SHELL_HISTORY=str(home / "history"))
+        self.proc = subprocess.Popen(args, stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True)
+        os.close(slave)
+        self.buf = b""  # read, not yet matched
+        self.rest = ""  # screen text after the last match
+
+    def send(self, keys: str) -> None:
+        os.write(self.master, keys.encode("utf-8"))
+
+    def expect(self, text: str, timeout: float = 15.0) -> str:
+        deadline = time.monotonic() + timeout
+        while text not in self.rest + self._screen():
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([self.master], [], [], max(0.0, left))
+            if not ready:
+                raise AssertionError(f"no {text!r} on the screen within {timeout}s; saw:\n"
+                                     f"{(self.rest + self._screen())[-2000:]}")
+            try:
+                chunk = os.read(self.master, 65536)
+            except OSError:  # the shell ended: its pty is gone
+                chunk = b""
+            if not chunk:
+                raise AssertionError(f"the shell ended before {text!r}; saw:\n"
+                                     f"{(self.rest + self._screen())[-2000:]}")
+            self.buf += chunk
+        screen = self.rest + self._screen()
+        end = screen.index(text) + len(text)
+        self.buf, self.rest = b"", screen[end:]
+        return screen[:end]
+
+    def _screen(self) -> str:
+        return ANSI.sub(b"", self.buf).decode("utf-8", "replace")
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+        os.close(self.master)
+
+
+@pytest.fixture
+def terminal(zkpy_server: ServerProcess, tmp_path: Path) -> Iterator[Terminal]:
+    term = Terminal([*SHELL, zkpy_server.hosts], tmp_path)
+    yield term
+    term.close()
+
+
+def test_interactive_completion_history_and_watch_events(terminal: Terminal, zkpy_server: ServerProcess,
+                                                         tmp_path: Path) -> None:
+    t = terminal
+    t.expect("WatchedEvent state:SyncConnected type:None path:null")
+    t.expect("(CONNECTED) 0]")
+    t.send("create /pty-completion-node hi\r")
+    t.expect("Created /pty-completion-node")
+    t.expect("(CONNECTED) 1]")
+    # TAB completes a command name...
+    t.send("getAllChil\t")
+    t.expect("getAllChildrenNumber")
+    # ...and a znode path, asked of the server
+    t.send("/pty-comp\t")
+    t.expect("/pty-completion-node")
+    t.send("\r")
+    assert "0\r\n" in t.expect("(CONNECTED) 2]")
+    # a watch event prints while the shell waits at the prompt
+    t.send("get -w /pty-completion-node\r")
+    t.expect("(CONNECTED) 3]")
+    with Client(zkpy_server.hosts) as other:
+        other.set("/pty-completion-node", b"changed")
+        t.expect("WatchedEvent state:SyncConnected type:NodeDataChanged path:/pty-completion-node")
+    # history, and redo of an entry
+    t.send("history\r")
+    screen = t.expect("(CONNECTED) 4]")
+    assert "0 - create /pty-completion-node hi" in screen and "3 - history" in screen
+    t.send("redo 2\r")
+    assert "changed" in t.expect("(CONNECTED) 5]")
+    # the line history is kept across shells (Up recalls the last line)
+    t.send("delete /pty-completion-node\r")
+    t.expect("(CONNECTED) 6]")
+    t.send("quit\r")
+    assert t.proc.wait(15) == 0
+    assert "delete /pty-completion-node" in (tmp_path / "history").read_text()
+
+
+def test_interactive_close_connect_and_end_of_input(terminal: Terminal, zkpy_server: ServerProcess) -> None:
+    t = terminal
+    t.expect("(CONNECTED) 0]")
+    t.send("close\r")
+    t.expect("WatchedEvent state:Closed type:None path:null")
+    t.expect("(CLOSED) 1]")
+    t.send("ls /\r")
+    t.expect("Not connected")
+    t.send(f"connect {zkpy_server.hosts}\r")
+    t.expect("(CONNECTED) 3]")
+    t.send("ls /zookeeper\r")
+    t.expect("[config, quota]")
+    t.expect("(CONNECTED) 4]")  # keys typed before the prompt reads them go to the tty's line editor
+    t.send("\x04")  # Ctrl-D on an empty line ends the shell
+    assert t.proc.wait(15) == 0
+
+
+def run(args: list[str], stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*SHELL, *args], input=stdin, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_commands_exit_codes_and_binary_data(zkpy_server: ServerProcess) -> None:
+    hosts = zkpy_server.hosts
+    ok = run([hosts, "-c", "create /sh-cli abc", "-c", "get /sh-cli"])
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.splitlines()[-2:] == ["Created /sh-cli", "abc"]
+    failed = run([hosts, "-c", "get /sh-cli-missing", "-c", "get /sh-cli"])
+    assert failed.returncode == 1
+    assert failed.stderr.strip() == "Node does not exist: /sh-cli-missing"
+    assert failed.stdout.splitlines()[-1] == "abc"  # a failure does not stop the script
+    with Client(hosts) as c:
+        c.set("/sh-cli", b"\xff\x00binary")
+    script = run([hosts], "get /sh-cli\nset -v abc /sh-cli x\ndeleteall /sh-cli\n")
+    assert script.returncode == 1
+    assert "hex:ff0062696e617279" in script.stdout.splitlines()
+    assert "version must be a number: abc" in script.stderr
+    nowhere = run(["127.0.0.1:1", "--connect-timeout", "1", "-c", "ls /"])
+    assert nowhere.returncode == 2
+
+
+def test_json_output_one_document_per_command_and_event(zkpy_server: ServerProcess) -> None:
+    out = run([zkpy_server.hosts, "--json"],
+              "create /sh-json\nset /sh-json \"a b\"\nget -s -w /sh-json\nset /sh-json z\nls /sh-json-missing\n"
+              "deleteall /sh-json\n")
+    assert out.returncode == 1
+    docs = [json.loads(line) for line in out.stdout.splitlines()]
+    commands = [d for d in docs if "command" in d]
+    assert [d["ok"] for d in commands] == [True, True, True, True, False, True]
+    assert commands[0]["result"] == {"path": "/sh-json"}
+    get = commands[2]["result"]
+    assert get["data"] == "a b" and get["encoding"] == "utf-8" and get["stat"]["version"] == 1
+    assert commands[4]["error"] == {"code": "NONODE", "message": "Node does not exist: /sh-json-missing"}
+    events = [d["event"] for d in docs if "event" in d]
+    assert {"state": "SyncConnected", "type": "NodeDataChanged", "path": "/sh-json"} in events
