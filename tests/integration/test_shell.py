@@ -105,9 +105,14 @@ def test_interactive_completion_history_and_watch_events(terminal: Terminal, zkp
     assert "0 - create /pty-completion-node hi" in screen and "3 - history" in screen
     t.send("redo 2\r")
     assert "changed" in t.expect("(CONNECTED) 5]")
-    # the line history is kept across shells (Up recalls the last line)
+    # the line history: Up recalls the last line, and it is kept in a file for the next shell
     t.send("delete /pty-completion-node\r")
     t.expect("(CONNECTED) 6]")
+    t.send("\x1b[A")  # Up recalls the last line
+    t.expect("delete /pty-completion-node")
+    t.send("\r")
+    t.expect("Node does not exist: /pty-completion-node")
+    t.expect("(CONNECTED) 7]")
     t.send("quit\r")
     assert t.proc.wait(15) == 0
     assert "delete /pty-completion-node" in (tmp_path / "history").read_text()

@@ -142,6 +142,11 @@ def parse(words: Sequence[str]) -> Parsed:
     if spec is None:
         raise UnknownCommand(f"Command not found: Command not found {name}")
     p = Parsed(name)
+    if name == "redo":  # not a commons-cli command in zkCli: "redo -1" is an index out of range
+        p.args = rest
+        if not rest:
+            raise UsageError(usage_line(name))
+        return p
     i = 0
     while i < len(rest):
         w = rest[i]

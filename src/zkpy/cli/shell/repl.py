@@ -8,7 +8,8 @@
   own numbered list, as in zkCli;
 - watch events print above the prompt as they arrive (``patch_stdout``), a command's output
   in order, before the next prompt;
-- Ctrl-C drops the line being typed, Ctrl-D (or ``quit``) ends the shell.
+- Ctrl-C drops the line being typed (or abandons a running command), Ctrl-D (or ``quit``)
+  ends the shell.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from prompt_toolkit.document import Document
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.patch_stdout import patch_stdout
 
+from zkpy.client.core import ClientState
 from zkpy.errors import ZookeeperError
 
 from . import parse as P
@@ -82,9 +84,15 @@ def _history() -> History:
     return FileHistory(path)
 
 
+# the client's states as zkCli's prompt names them (ZooKeeper.States)
+_PROMPT_STATES = {ClientState.CONNECTING: "CONNECTING", ClientState.SUSPENDED: "CONNECTING",
+                  ClientState.CONNECTED: "CONNECTED", ClientState.CONNECTED_READ_ONLY: "CONNECTEDREADONLY",
+                  ClientState.EXPIRED: "CLOSED", ClientState.AUTH_FAILED: "AUTH_FAILED", ClientState.CLOSED: "CLOSED"}
+
+
 def prompt_text(shell: Shell) -> str:
     client = shell.client
-    state = "CLOSED" if client is None or client.closed else client.state.value
+    state = "CLOSED" if client is None or client.closed else _PROMPT_STATES[client.state]
     return f"[zk: {shell.hosts}({state}) {len(shell.history)}] "
 
 
@@ -107,6 +115,8 @@ def run_interactive(shell: Shell) -> int:
                 shell.execute(line)
             except Quit:
                 break
+            except KeyboardInterrupt:  # Ctrl-C during a command: the request is abandoned
+                print("Interrupted", file=sys.__stdout__, flush=True)
             shell.drain()
     shell.close_session()
     return 0

@@ -11,6 +11,11 @@ Invariants owned here:
 - watch events and command output never interleave within a line (one lock around writes);
 - the history numbers commands from 0 in the order they were entered, ``redo`` included
   (it stores the command it re-runs), as ZooKeeperMain does.
+
+Commands use the client's public API, except three that need what it folds away: ``get`` and
+``config`` (null data, which ``Client.get`` returns as ``b""``), ``create`` (null data, as zkCli
+sends for ``create /path``) and ``reconfig`` (no client method yet) send their request records
+through ``AsyncClient._call``, registering the shell's watcher as the sync client wraps it.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from typing import Any, TextIO
 
 from zkpy.client.core import ClientState, WatchedEvent, WatchRegistration
 from zkpy.client.sync import Client
-from zkpy.errors import ConnectionClosedError, ConnectionLoss, ZookeeperError
+from zkpy.errors import ConnectionClosedError, ZookeeperError
 from zkpy.tree.quota import (
     BYTES,
     BYTES_HARD,
@@ -36,17 +41,13 @@ from zkpy.tree.quota import (
 )
 from zkpy.tree.quota import stat_path as quota_stat_path
 from zkpy.wire.consts import AddWatchMode, CreateMode, EventType, KeeperState, OpCode, Perms, WatcherType
-from zkpy.wire.multi import Op
 from zkpy.wire.proto import (
     ACL,
-    AddWatchRequest,
     CreateRequest,
     CreateTTLRequest,
-    DeleteRequest,
     GetDataRequest,
     Id,
     ReconfigRequest,
-    SetDataRequest,
     Stat,
 )
 
@@ -200,8 +201,10 @@ class Shell:
         self.output.event(event.state, event.type, event.path)
 
     def _client(self) -> Client:
+        """The session's client; while it reconnects, requests wait for it (or fail with
+        ConnectionLoss), as zkCli's do. No session at all is "Not connected"."""
         c = self.client
-        if c is None or c.closed or not c.state.is_connected:
+        if c is None or c.closed:
             raise CommandFailed("Not connected", "NOT_CONNECTED")
         return c
 
@@ -245,11 +248,11 @@ class Shell:
         except CommandFailed as exc:
             out.line(str(exc), error=True)
             ok, error = False, {"code": exc.code, "message": str(exc)}
+        except ConnectionClosedError:
+            out.line("Not connected", error=True)
+            ok, error = False, {"code": "NOT_CONNECTED", "message": "Not connected"}
         except ZookeeperError as exc:
             msg = P.cli_message(exc)
-            if isinstance(exc, (ConnectionClosedError, ConnectionLoss)) and self.client is not None \
-                    and not self.client.state.is_connected:
-                msg = "Not connected"
             out.line(msg, error=True)
             ok, error = False, {"code": P.code_name(int(exc.code)), "message": msg}
         if out.json_mode:
@@ -433,17 +436,17 @@ class Shell:
     def _set(self, p: P.Parsed) -> Any:
         path = self._path(p)
         version = self._int(p.value("v") or "-1", "version")
-        resp = self._call(OpCode.SET_DATA, SetDataRequest(path, p.args[1].encode("utf-8"), version), path)
+        stat = self._client().set(path, p.args[1].encode("utf-8"), version)
         result: dict[str, Any] = {"path": path}
         if p.flag("s"):
-            self._print_stat(resp.stat)
-            result["stat"] = P.stat_json(resp.stat)
+            self._print_stat(stat)
+            result["stat"] = P.stat_json(stat)
         return result
 
     def _delete(self, p: P.Parsed) -> Any:
         path = self._path(p)
         version = self._int(p.value("v") or "-1", "version")
-        self._call(OpCode.DELETE, DeleteRequest(path, version), path)
+        self._client().delete(path, version)
         return {"path": path}
 
     def _deleteall(self, p: P.Parsed) -> Any:
@@ -455,10 +458,11 @@ class Shell:
         failed = False
         if batch <= 0:  # zkCli sends a batch when it reaches the size: never, until the end
             batch = len(nodes)
-        for i in range(0, len(nodes), batch):
-            ops = [Op(OpCode.DELETE, DeleteRequest(n, -1)) for n in nodes[i:i + batch]]
-            reply = c.run(c.aio._submit, OpCode.MULTI, ops)
-            if reply.err or any(r.type == OpCode.ERROR for r in (reply.response or [])):
+        for i in range(0, len(nodes), batch):  # every batch is tried, as zkCli does
+            tx = c.transaction()
+            for node in nodes[i:i + batch]:
+                tx.delete(node)
+            if any(isinstance(r, ZookeeperError) for r in tx.commit()):
                 failed = True
         if failed:
             self.output.line("Failed to delete some node(s) in the subtree!", error=True)
@@ -496,9 +500,7 @@ class Shell:
         if mode_name not in modes:
             raise P.UsageError(P.usage_line("addWatch"))
         path = self._path(p)
-        recursive = modes[mode_name] == AddWatchMode.PERSISTENT_RECURSIVE
-        reg = WatchRegistration("recursive" if recursive else "persistent", path, self._watcher)
-        self._call(OpCode.ADD_WATCH, AddWatchRequest(path, int(modes[mode_name])), path, reg)
+        self._client().add_watch(path, self._on_event, modes[mode_name] == AddWatchMode.PERSISTENT_RECURSIVE)
         return {"path": path, "mode": mode_name}
 
     def _removewatches(self, p: P.Parsed) -> Any:
