@@ -134,3 +134,27 @@ def test_event_lines_and_client_config() -> None:
         "WatchedEvent state:SyncConnected type:NodeChildrenChanged path:/a"
     cfg = "server.1=10.0.0.1:2888:3888:participant;0.0.0.0:2181\nserver.2=h2:2888:3888;2182\nversion=100000000"
     assert client_config(cfg) == "100000000 0.0.0.0:2181,h2:2182"
+
+
+def test_redo_takes_its_index_verbatim() -> None:
+    assert P.parse(["redo", "-1"]).args == ["-1"]  # zkCli: "Command index out of range"
+    with pytest.raises(P.UsageError):
+        P.parse(["redo"])
+
+
+def test_completer_offers_commands_options_and_modes() -> None:
+    from prompt_toolkit.completion import CompleteEvent
+    from prompt_toolkit.document import Document
+
+    from zkpy.cli.shell.repl import ShellCompleter
+    from zkpy.cli.shell.session import Output, Shell
+
+    completer = ShellCompleter(Shell("127.0.0.1:1", Output()))  # never connected: no paths offered
+
+    def complete(text: str) -> list[str]:
+        return [c.text for c in completer.get_completions(Document(text), CompleteEvent(completion_requested=True))]
+
+    assert complete("get") == ["get ", "getAcl ", "getAllChildrenNumber ", "getEphemerals "]
+    assert complete("ls -") == ["-s ", "-w ", "-R "]
+    assert complete("addWatch -m PERSISTENT_") == ["PERSISTENT_RECURSIVE"]
+    assert complete("ls /zoo") == []

@@ -1,8 +1,9 @@
 """The interactive front end of ``zkpy shell`` (prompt_toolkit).
 
 - the prompt is zkCli's: ``[zk: HOSTS(STATE) N] `` where N is the next history number;
-- TAB completes command names (first word), znode paths (a word starting with ``/``: the
-  children of its parent, asked of the server at that moment) and ``addWatch -m`` modes;
+- TAB completes command names (first word), their options, znode paths (a word starting with
+  ``/``: the children of its parent, asked of the server then, for at most 2 s) and
+  ``addWatch -m`` modes;
 - the line history is kept in ``$ZKPY_SHELL_HISTORY`` (default ``~/.zkpy_shell_history``),
   searched with Ctrl-R and suggested as you type; ``history`` and ``redo`` work on the session's
   own numbered list, as in zkCli;
@@ -32,6 +33,7 @@ from . import parse as P
 from .session import Quit, Shell
 
 _MODES = ("PERSISTENT", "PERSISTENT_RECURSIVE")
+COMPLETION_TIMEOUT_S = 2.0
 
 
 class ShellCompleter(Completer):
@@ -55,6 +57,12 @@ class ShellCompleter(Completer):
                 if mode.startswith(current):
                     yield Completion(mode, start_position=-len(current))
             return
+        spec = P.SPECS.get(before[0])
+        if current.startswith("-") and spec is not None:
+            for letter in spec.flags + spec.valued:
+                if f"-{letter}".startswith(current):
+                    yield Completion(f"-{letter} ", start_position=-len(current), display=f"-{letter}")
+            return
         if current.startswith("/"):
             yield from self._paths(current)
 
@@ -64,9 +72,9 @@ class ShellCompleter(Completer):
         client = self.shell.client
         if client is None or not client.state.is_connected:
             return
-        try:
-            children = sorted(client.get_children(parent))
-        except (ZookeeperError, ValueError):
+        try:  # a server that does not answer must not freeze the prompt
+            children = sorted(client.get_children_async(parent).result(timeout=COMPLETION_TIMEOUT_S))
+        except (ZookeeperError, ValueError, TimeoutError):
             return
         base = "" if parent == "/" else parent
         for child in children:
