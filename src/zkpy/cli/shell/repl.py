@@ -73,7 +73,8 @@ class ShellCompleter(Completer):
         if client is None or not client.state.is_connected:
             return
         try:  # a server that does not answer must not freeze the prompt
-            children = sorted(client.get_children_async(parent).result(timeout=COMPLETION_TIMEOUT_S))
+            names = client.get_children_async(parent).result(timeout=COMPLETION_TIMEOUT_S)
+            children = sorted(name for name in names if isinstance(name, str))  # (no stat asked for)
         except (ZookeeperError, ValueError, TimeoutError):
             return
         base = "" if parent == "/" else parent
