@@ -4,7 +4,8 @@
 ``repl`` is the interactive prompt_toolkit front end. This module is the click command:
 
 - interactive when stdin is a terminal (completion, history, watch events as they arrive);
-- ``-c CMD`` (repeatable) runs those commands, a non-terminal stdin runs its lines as a script;
+- ``-c CMD`` (repeatable) runs those commands and prints their output only (no connection
+  events), a non-terminal stdin runs its lines as a script (with zkCli's output, events included);
   exit status 0 when every command succeeded, 1 when one failed (the rest still run), 2 when
   the shell could not connect;
 - ``--json``: one JSON document per command and per watch event, on stdout.
@@ -37,7 +38,10 @@ def run_script(shell: Shell, lines: list[str]) -> int:
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("connect_string", default="127.0.0.1:2181", metavar="[CONNECT-STRING]")
+@click.argument("connect_string", required=False, metavar="[CONNECT-STRING]")
+@click.option("-server", "--server", "server", metavar="HOSTS",
+              help="the connect string, as zkCli.sh's -server (default 127.0.0.1:2181)")
+@click.option("-r", "--read-only", is_flag=True, help="accept a read-only server (zkCli.sh's -r)")
 @click.option("-c", "--command", "commands", multiple=True, metavar="CMD",
               help="run this command (repeatable) and exit instead of reading commands")
 @click.option("--json", "json_mode", is_flag=True, help="one JSON document per command and per watch event")
@@ -45,14 +49,20 @@ def run_script(shell: Shell, lines: list[str]) -> int:
               help="session timeout in seconds")
 @click.option("--connect-timeout", type=float, default=15.0, show_default=True,
               help="give up connecting after this many seconds")
-def shell(connect_string: str, commands: tuple[str, ...], json_mode: bool, session_timeout: float,
-          connect_timeout: float) -> None:
+def shell(connect_string: str | None, server: str | None, read_only: bool, commands: tuple[str, ...],
+          json_mode: bool, session_timeout: float, connect_timeout: float) -> None:
     """A ZooKeeper shell with zkCli.sh's commands (help: any unknown command lists them).
 
     Interactive on a terminal; otherwise runs -c commands or the lines of stdin, and exits 1 if
     a command failed, 2 if no server accepted the session."""
+    if connect_string and server and connect_string != server:
+        raise click.UsageError("give the connect string once (as an argument or with -server)")
+    connect_string = connect_string or server or "127.0.0.1:2181"
     output = Output(json_mode=json_mode)
-    sh = Shell(connect_string, output, session_timeout=session_timeout, connect_timeout=connect_timeout)
+    # -c's output is the commands' alone (data a caller can capture): no connection events
+    output.state_events = not commands
+    sh = Shell(connect_string, output, session_timeout=session_timeout, connect_timeout=connect_timeout,
+               read_only=read_only)
     interactive = not commands and sys.stdin.isatty() and not json_mode
     if not json_mode and not commands:
         output.line(f"Connecting to {connect_string}")

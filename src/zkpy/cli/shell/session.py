@@ -92,6 +92,7 @@ class Output:
         self.events: TextIO | None = None  # where watch events go, if not to ``out``
         self.lock = threading.RLock()
         self.print_watches = True
+        self.state_events = True  # print connection state events (type None)
         self._lines: list[str] = []  # the current command's text output (JSON mode)
 
     def line(self, text: str, error: bool = False) -> None:
@@ -108,7 +109,7 @@ class Output:
         return lines
 
     def event(self, state: int, etype: int, path: str | None) -> None:
-        if not self.print_watches:
+        if not self.print_watches or (etype == EventType.NONE and not self.state_events):
             return
         with self.lock:
             stream = self.events if self.events is not None else self.out
@@ -142,8 +143,9 @@ class Shell:
     """One shell: a connection (or none), the history and the command handlers."""
 
     def __init__(self, hosts: str, output: Output, session_timeout: float = 30.0,
-                 connect_timeout: float = 15.0) -> None:
+                 connect_timeout: float = 15.0, read_only: bool = False) -> None:
         self.hosts = hosts
+        self.read_only = read_only
         self.output = output
         self.session_timeout = session_timeout
         self.connect_timeout = connect_timeout
@@ -168,7 +170,7 @@ class Shell:
         if hosts is not None:
             self.hosts = hosts
         self.close_session()
-        client = Client(self.hosts, session_timeout=self.session_timeout)
+        client = Client(self.hosts, session_timeout=self.session_timeout, read_only=self.read_only)
         self._watcher = client._wrap(self._on_event)
 
         def on_state(state: ClientState) -> None:
