@@ -156,6 +156,9 @@ def test_commands_exit_codes_and_binary_data(zkpy_server: ServerProcess) -> None
     assert "version must be a number: abc" in script.stderr
     nowhere = run(["127.0.0.1:1", "--connect-timeout", "1", "-c", "ls /"])
     assert nowhere.returncode == 2
+    assert nowhere.stderr.startswith("Unable to connect to 127.0.0.1:1")
+    bad = run(["not a host:port", "-c", "ls /"])
+    assert bad.returncode == 2 and bad.stderr.startswith("Unable to connect to not a host:port")
 
 
 def test_json_output_one_document_per_command_and_event(zkpy_server: ServerProcess) -> None:

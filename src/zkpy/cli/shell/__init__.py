@@ -17,7 +17,7 @@ import sys
 
 import click
 
-from .session import Output, Quit, Shell
+from .session import CommandFailed, Output, Quit, Shell
 
 EXIT_OK, EXIT_FAILED, EXIT_NOT_CONNECTED = 0, 1, 2
 
@@ -66,10 +66,14 @@ def shell(connect_string: str | None, server: str | None, read_only: bool, comma
     interactive = not commands and sys.stdin.isatty() and not json_mode
     if not json_mode and not commands:
         output.line(f"Connecting to {connect_string}")
-    sh.connect()
-    if sh.client is None or not sh.client.state.is_connected:
+    try:
+        sh.connect()
+    except CommandFailed as exc:
+        output.line(str(exc), error=True)
+        if json_mode:
+            output.document({"command": None, "ok": False, "error": {"code": exc.code, "message": str(exc)},
+                             "output": output.take_lines()})
         if not interactive:
-            sh.close_session()
             sys.exit(EXIT_NOT_CONNECTED)
     if interactive:
         from .repl import run_interactive

@@ -166,11 +166,15 @@ class Shell:
     # ------------------------------------------------------------------ connection
 
     def connect(self, hosts: str | None = None) -> None:
-        """Close the current session (a Closed event) and open one to ``hosts``."""
+        """Close the current session (a Closed event) and open one to ``hosts``; CommandFailed
+        when the connect string is bad or no server accepts a session in time."""
         if hosts is not None:
             self.hosts = hosts
         self.close_session()
-        client = Client(self.hosts, session_timeout=self.session_timeout, read_only=self.read_only)
+        try:
+            client = Client(self.hosts, session_timeout=self.session_timeout, read_only=self.read_only)
+        except ValueError as exc:  # a connect string that does not parse
+            raise CommandFailed(f"Unable to connect to {self.hosts}: {exc}", "BAD_ARGUMENT") from None
         self._watcher = client._wrap(self._on_event)
 
         def on_state(state: ClientState) -> None:
@@ -183,7 +187,9 @@ class Shell:
         try:
             client.start(timeout=self.connect_timeout)
         except ZookeeperError as exc:
-            self.output.line(f"Unable to connect to {self.hosts}: {exc}", error=True)
+            self.client = None
+            client.close()
+            raise CommandFailed(f"Unable to connect to {self.hosts}: {exc}", "NOT_CONNECTED") from None
 
     def close_session(self) -> None:
         client, self.client = self.client, None
@@ -253,6 +259,9 @@ class Shell:
         except ConnectionClosedError:
             out.line("Not connected", error=True)
             ok, error = False, {"code": "NOT_CONNECTED", "message": "Not connected"}
+        except ValueError as exc:  # the client refused an argument the shell let through
+            out.line(str(exc), error=True)
+            ok, error = False, {"code": "BAD_ARGUMENT", "message": str(exc)}
         except ZookeeperError as exc:
             msg = P.cli_message(exc)
             out.line(msg, error=True)
