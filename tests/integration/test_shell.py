@@ -18,6 +18,7 @@ import pytest
 
 from zkpy.client.sync import Client
 from zkpy.testing.servers import ServerProcess
+from zkpy.wire.proto import ACL, Id
 
 ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b[=>]")
 SHELL = [sys.executable, "-m", "zkpy.cli.main", "shell"]
@@ -175,3 +176,20 @@ def test_json_output_one_document_per_command_and_event(zkpy_server: ServerProce
     assert commands[4]["error"] == {"code": "NONODE", "message": "Node does not exist: /sh-json-missing"}
     events = [d["event"] for d in docs if "event" in d]
     assert {"state": "SyncConnected", "type": "NodeDataChanged", "path": "/sh-json"} in events
+
+
+def test_partial_failures_report_each_node_once(zkpy_server: ServerProcess) -> None:
+    hosts = zkpy_server.hosts
+    out = run([hosts, "-c", "create /sh-part", "-c", "create /sh-part/locked x world:anyone:r",
+               "-c", "setAcl -R /sh-part world:anyone:cra", "-c", "getAcl /sh-part", "-c", "deleteall /sh-part"])
+    assert out.returncode == 1
+    # setAcl -R sets what it may and names what refused; deleteall's multi fails as a whole
+    # (no delete permission on /sh-part), and each failure is one line
+    assert out.stderr.splitlines() == ["KeeperErrorCode = NoAuth for /sh-part/locked",
+                                       "Failed to delete some node(s) in the subtree!"]
+    assert "'world,'anyone\n: cra\n" in out.stdout
+    with Client(hosts) as c:
+        assert c.exists("/sh-part/locked") is not None
+        c.set_acl("/sh-part", [ACL(31, Id("world", "anyone"))])
+        c.delete("/sh-part/locked")
+        c.delete("/sh-part")

@@ -9,6 +9,9 @@ Invariants owned here:
 - one watcher per shell, as zkCli's default watcher: every ``-w`` registers the same callback,
   so a node watched twice fires once; events print as ``WATCHER::`` / ``WatchedEvent ...``;
 - watch events and command output never interleave within a line (one lock around writes);
+- the events a command causes for this session print before the next command starts (and,
+  with ``--json``, before the command's document): the server sends them before the reply, so
+  waiting for the dispatch thread to catch up after each command is enough;
 - the history numbers commands from 0 in the order they were entered, ``redo`` included
   (it stores the command it re-runs), as ZooKeeperMain does.
 
@@ -130,9 +133,10 @@ class Output:
 class CommandFailed(Exception):
     """A command failed; the message is already zkCli's text."""
 
-    def __init__(self, message: str, code: str = "error") -> None:
+    def __init__(self, message: str, code: str = "error", printed: bool = False) -> None:
         super().__init__(message)
         self.code = code
+        self.printed = printed  # the command printed its own error lines already
 
 
 class Quit(Exception):
@@ -254,7 +258,8 @@ class Shell:
             out.line(str(exc), error=True)
             ok, error = False, {"code": "BAD_ARGUMENT", "message": str(exc)}
         except CommandFailed as exc:
-            out.line(str(exc), error=True)
+            if not exc.printed:
+                out.line(str(exc), error=True)
             ok, error = False, {"code": exc.code, "message": str(exc)}
         except ConnectionClosedError:
             out.line("Not connected", error=True)
@@ -266,6 +271,9 @@ class Shell:
             msg = P.cli_message(exc)
             out.line(msg, error=True)
             ok, error = False, {"code": P.code_name(int(exc.code)), "message": msg}
+        # the events the command caused (the server sends them before its reply) print now,
+        # under the printwatches setting they arrived under, before the next command runs
+        self.drain()
         if out.json_mode:
             doc: dict[str, Any] = {"command": line, "ok": ok}
             if ok:
@@ -476,7 +484,6 @@ class Shell:
             if any(isinstance(r, ZookeeperError) for r in tx.commit()):
                 failed = True
         if failed:
-            self.output.line("Failed to delete some node(s) in the subtree!", error=True)
             raise CommandFailed("Failed to delete some node(s) in the subtree!", "DELETE_FAILED")
         return {"deleted": len(nodes)}
 
@@ -487,9 +494,16 @@ class Shell:
         for m in messages:
             self.output.line(m, error=True)
         c = self._client()
-        if p.flag("R"):
+        if p.flag("R"):  # as zkCli: a node that refuses is reported, the others are still set
+            failed: list[str] = []
             for node in self._tree_bfs(path):
-                c.set_acl(node, acl, version)
+                try:
+                    c.set_acl(node, acl, version)
+                except ZookeeperError as exc:
+                    self.output.line(P.keeper_message(int(exc.code), node), error=True)
+                    failed.append(node)
+            if failed:
+                raise CommandFailed(f"setAcl -R failed on {', '.join(failed)}", "PARTIAL", printed=True)
             return {"path": path}
         stat = c.set_acl(path, acl, version)
         result: dict[str, Any] = {"path": path}
