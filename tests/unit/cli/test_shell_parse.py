@@ -6,7 +6,7 @@ import pytest
 
 from zkpy.cli.shell import parse as P
 from zkpy.cli.shell.session import client_config, event_line
-from zkpy.errors import BadVersionError, NoNodeError, NoWatcherError, ReconfigDisabledError
+from zkpy.errors import BadVersionError, NoAuthError, NoNodeError, NoWatcherError, ReconfigDisabledError
 from zkpy.wire.consts import EventType, KeeperState
 from zkpy.wire.proto import ACL, Id, Stat
 
@@ -125,6 +125,7 @@ def test_error_texts() -> None:
     assert P.cli_message(BadVersionError("", "/x")) == "version No is not valid : /x"
     assert P.cli_message(NoWatcherError("", "/x")) == "KeeperErrorCode = No such watcher for /x"
     assert P.cli_message(ReconfigDisabledError("", None)) == "KeeperErrorCode = Reconfig is disabled"
+    assert P.cli_message(NoAuthError("", None)) == "Insufficient permission : null"  # reconfig's NoAuth
 
 
 def test_event_lines_and_client_config() -> None:

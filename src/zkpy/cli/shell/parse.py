@@ -365,7 +365,7 @@ def cli_message(exc: ZookeeperError, path: str | None = None) -> str:
     p = exc.path if exc.path is not None else path
     template = _CLI_TEXT.get(int(exc.code))
     if template is not None:
-        return template.format(p)
+        return template.format("null" if p is None else p)  # Java's string of a null path
     return keeper_message(int(exc.code), p)
 
 
