@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from zkpy.cli.shell import parse as P
-from zkpy.cli.shell.session import client_config, event_line
+from zkpy.cli.shell.output import event_line
+from zkpy.cli.shell.session import client_config
 from zkpy.errors import BadVersionError, NoAuthError, NoNodeError, NoWatcherError, ReconfigDisabledError
 from zkpy.wire.consts import EventType, KeeperState
 from zkpy.wire.proto import ACL, Id, Stat
@@ -147,8 +148,9 @@ def test_completer_offers_commands_options_and_modes() -> None:
     from prompt_toolkit.completion import CompleteEvent
     from prompt_toolkit.document import Document
 
+    from zkpy.cli.shell.output import Output
     from zkpy.cli.shell.repl import ShellCompleter
-    from zkpy.cli.shell.session import Output, Shell
+    from zkpy.cli.shell.session import Shell
 
     completer = ShellCompleter(Shell("127.0.0.1:1", Output()))  # never connected: no paths offered
 

@@ -1,7 +1,8 @@
 """``zkpy shell``: zkCli.sh's commands on zkpy's own client, with no JVM.
 
-``parse`` is the pure grammar and formatting, ``session`` runs commands against a session,
-``repl`` is the interactive prompt_toolkit front end. This module is the click command:
+``parse`` is the pure grammar and formatting, ``session`` runs commands against a session
+(``quota`` the quota commands), ``output`` prints text or JSON, ``repl`` is the interactive
+prompt_toolkit front end. This module is the click command:
 
 - interactive when stdin is a terminal (completion, history, watch events as they arrive);
 - ``-c CMD`` (repeatable) runs those commands and prints their output only (no connection
@@ -17,7 +18,9 @@ import sys
 
 import click
 
-from .session import CommandFailed, Output, Quit, Shell
+from .output import Output
+from .parse import CommandFailed, Quit
+from .session import Shell
 
 EXIT_OK, EXIT_FAILED, EXIT_NOT_CONNECTED = 0, 1, 2
 

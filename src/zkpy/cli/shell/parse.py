@@ -33,6 +33,19 @@ class ShellError(Exception):
     """A command failed on the client side; the message is printed as is."""
 
 
+class CommandFailed(Exception):
+    """A command failed; the message is zkCli's text, ``code`` names the failure in JSON output."""
+
+    def __init__(self, message: str, code: str = "error", printed: bool = False) -> None:
+        super().__init__(message)
+        self.code = code
+        self.printed = printed  # the command printed its own error lines already
+
+
+class Quit(Exception):
+    """``quit``: the shell ends."""
+
+
 # ---------------------------------------------------------------- tokenising
 
 _ARGS = re.compile(r"\s*([^\"']\S*|\"[^\"]*\"|'[^']*')\s*")

@@ -30,7 +30,8 @@ from zkpy.client.core import ClientState
 from zkpy.errors import ZookeeperError
 
 from . import parse as P
-from .session import Quit, Shell
+from .parse import Quit
+from .session import Shell
 
 _MODES = ("PERSISTENT", "PERSISTENT_RECURSIVE")
 COMPLETION_TIMEOUT_S = 2.0

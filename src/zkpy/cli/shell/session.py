@@ -1,14 +1,12 @@
 """The shell's commands run against a ZooKeeper session (zkpy's blocking ``Client``).
 
-``Shell.execute(line)`` runs one zkCli.sh command line and reports through an ``Output``:
-text mode prints what zkCli prints (results on stdout, failures on stderr); JSON mode prints
-one JSON document per command (``{"command", "ok", "result" | "error", "output"}``) and one per
-watch event (``{"event": {...}}``).
+``Shell.execute(line)`` runs one zkCli.sh command line and reports through an ``Output``
+(``output.py``): what zkCli prints, or with ``--json`` one document per command
+(``{"command", "ok", "result" | "error", "output"}``). Quotas are in ``quota.py``.
 
 Invariants owned here:
 - one watcher per shell, as zkCli's default watcher: every ``-w`` registers the same callback,
   so a node watched twice fires once; events print as ``WATCHER::`` / ``WatchedEvent ...``;
-- watch events and command output never interleave within a line (one lock around writes);
 - the events a command causes for this session print before the next command starts (and,
   with ``--json``, before the command's document): the server sends them before the reply, so
   waiting for the dispatch thread to catch up after each command is enough;
@@ -23,26 +21,12 @@ through ``AsyncClient._call``, registering the shell's watcher as the sync clien
 
 from __future__ import annotations
 
-import json
-import sys
-import threading
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import Any
 
 from zkpy.client.core import ClientState, WatchedEvent, WatchRegistration
 from zkpy.client.sync import Client
 from zkpy.errors import ConnectionClosedError, ZookeeperError
-from zkpy.tree.quota import (
-    BYTES,
-    BYTES_HARD,
-    COUNT,
-    COUNT_HARD,
-    QUOTA_ROOT,
-    format_stats,
-    limit_path,
-    parse_stats,
-)
-from zkpy.tree.quota import stat_path as quota_stat_path
 from zkpy.wire.consts import AddWatchMode, CreateMode, EventType, KeeperState, OpCode, Perms, WatcherType
 from zkpy.wire.proto import (
     ACL,
@@ -55,92 +39,19 @@ from zkpy.wire.proto import (
 )
 
 from . import parse as P
+from . import quota
+from .output import Output
+from .parse import CommandFailed, Quit
 
 OPEN_ACL = [ACL(int(Perms.ALL), Id("world", "anyone"))]
 CONFIG_NODE = "/zookeeper/config"
 DEFAULT_BATCH = 1000
 
-_STATE_NAMES = {
-    KeeperState.DISCONNECTED: "Disconnected", KeeperState.SYNC_CONNECTED: "SyncConnected",
-    KeeperState.AUTH_FAILED: "AuthFailed", KeeperState.CONNECTED_READ_ONLY: "ConnectedReadOnly",
-    KeeperState.SASL_AUTHENTICATED: "SaslAuthenticated", KeeperState.CLOSED: "Closed",
-    KeeperState.EXPIRED: "Expired",
-}
-_TYPE_NAMES = {
-    EventType.NONE: "None", EventType.NODE_CREATED: "NodeCreated", EventType.NODE_DELETED: "NodeDeleted",
-    EventType.NODE_DATA_CHANGED: "NodeDataChanged", EventType.NODE_CHILDREN_CHANGED: "NodeChildrenChanged",
-    EventType.DATA_WATCH_REMOVED: "DataWatchRemoved", EventType.CHILD_WATCH_REMOVED: "ChildWatchRemoved",
-    EventType.PERSISTENT_WATCH_REMOVED: "PersistentWatchRemoved",
-}
 _STATE_OF_CLIENT = {
     ClientState.CONNECTED: KeeperState.SYNC_CONNECTED, ClientState.CONNECTED_READ_ONLY: KeeperState.CONNECTED_READ_ONLY,
     ClientState.SUSPENDED: KeeperState.DISCONNECTED, ClientState.EXPIRED: KeeperState.EXPIRED,
     ClientState.AUTH_FAILED: KeeperState.AUTH_FAILED, ClientState.CLOSED: KeeperState.CLOSED,
 }
-
-
-def event_line(state: int, etype: int, path: str | None) -> str:
-    s = _STATE_NAMES.get(KeeperState(state), str(state))
-    t = _TYPE_NAMES.get(EventType(etype), str(etype))
-    return f"WatchedEvent state:{s} type:{t} path:{path if path is not None else 'null'}"
-
-
-class Output:
-    """Where results and events go; one lock so that lines from two threads never mix."""
-
-    def __init__(self, json_mode: bool = False, out: TextIO | None = None, err: TextIO | None = None) -> None:
-        self.json_mode = json_mode
-        self.out = out if out is not None else sys.stdout
-        self.err = err if err is not None else sys.stderr
-        self.events: TextIO | None = None  # where watch events go, if not to ``out``
-        self.lock = threading.RLock()
-        self.print_watches = True
-        self.state_events = True  # print connection state events (type None)
-        self._lines: list[str] = []  # the current command's text output (JSON mode)
-
-    def line(self, text: str, error: bool = False) -> None:
-        with self.lock:
-            if self.json_mode:
-                self._lines.append(text)
-                return
-            stream = self.err if error else self.out
-            stream.write(text + "\n")
-            stream.flush()
-
-    def take_lines(self) -> list[str]:
-        lines, self._lines = self._lines, []
-        return lines
-
-    def event(self, state: int, etype: int, path: str | None) -> None:
-        if not self.print_watches or (etype == EventType.NONE and not self.state_events):
-            return
-        with self.lock:
-            stream = self.events if self.events is not None else self.out
-            if self.json_mode:
-                doc = {"event": {"state": _STATE_NAMES.get(KeeperState(state), str(state)),
-                                 "type": _TYPE_NAMES.get(EventType(etype), str(etype)), "path": path}}
-                stream.write(json.dumps(doc) + "\n")
-            else:
-                stream.write(f"\nWATCHER::\n\n{event_line(state, etype, path)}\n")
-            stream.flush()
-
-    def document(self, doc: dict[str, Any]) -> None:
-        with self.lock:
-            self.out.write(json.dumps(doc) + "\n")
-            self.out.flush()
-
-
-class CommandFailed(Exception):
-    """A command failed; the message is already zkCli's text."""
-
-    def __init__(self, message: str, code: str = "error", printed: bool = False) -> None:
-        super().__init__(message)
-        self.code = code
-        self.printed = printed  # the command printed its own error lines already
-
-
-class Quit(Exception):
-    """``quit``: the shell ends."""
 
 
 class Shell:
@@ -588,97 +499,15 @@ class Shell:
     # ------------------------------------------------------------------ quotas
 
     def _listquota(self, p: P.Parsed) -> Any:
-        path = self._path(p)
-        limits = limit_path(path)
-        self.output.line(f"absolute path is {limits}")
-        c = self._client()
-        try:
-            quota, _ = c.get(limits)
-        except ZookeeperError as exc:
-            if int(exc.code) == -101:
-                raise CommandFailed(f"quota for {path} does not exist.", "NONODE") from None
-            raise
-        usage, _ = c.get(quota_stat_path(path))
-        q, u = format_stats(parse_stats(quota)).decode(), format_stats(parse_stats(usage)).decode()
-        self.output.line(f"Output quota for {path} {q}")
-        self.output.line(f"Output stat for {path} {u}")
-        return {"quota": parse_stats(quota), "stat": parse_stats(usage)}
+        return quota.listquota(self._client(), self.output, self._path(p))
 
     def _setquota(self, p: P.Parsed) -> Any:
-        path = self._path(p)
-        new: dict[str, int] = {}
-        for letter, key in (("n", COUNT), ("b", BYTES), ("N", COUNT_HARD), ("B", BYTES_HARD)):
-            if p.value(letter) is not None:
-                new[key] = self._int(p.value(letter) or "", "quota")
-        c = self._client()
-        if c.exists(path) is None:
-            raise CommandFailed(f"{path} does not exist.", "NONODE")
-        self._check_quota_conflicts(path)
-        limits = limit_path(path)
-        try:
-            old_data, _ = c.get(limits)
-        except ZookeeperError as exc:
-            if int(exc.code) != -101:
-                raise
-            c.ensure_path(QUOTA_ROOT + path)
-            c.create(limits, format_stats(new))
-            c.create(quota_stat_path(path), b"count=0,bytes=0")
-        else:
-            old = parse_stats(old_data)
-            merged = {COUNT: new.get(COUNT, old.get(COUNT, -1)), BYTES: new.get(BYTES, old.get(BYTES, -1)),
-                      COUNT_HARD: new.get(COUNT_HARD, old.get(COUNT_HARD, -1)),
-                      BYTES_HARD: new.get(BYTES_HARD, old.get(BYTES_HARD, -1))}
-            c.set(limits, format_stats(merged))
-        return {"path": path, "quota": new}
-
-    def _check_quota_conflicts(self, path: str) -> None:
-        """No quota on an ancestor or a descendant of ``path`` (zkCli refuses nested quotas)."""
-        c = self._client()
-        parts = [s for s in path.split("/") if s]
-        for i in range(1, len(parts)):
-            ancestor = "/" + "/".join(parts[:i])
-            if c.exists(limit_path(ancestor)) is not None:
-                raise CommandFailed(f"{path} has a parent {ancestor} which has a quota", "BAD_ARGUMENT")
-        base = QUOTA_ROOT + path
-        if c.exists(base) is None:
-            return
-        todo = [base]
-        while todo:
-            node = todo.pop()
-            for child in c.get_children(node):
-                full = f"{node}/{child}"
-                if child == "zookeeper_limits" and node != base:
-                    raise CommandFailed(f"{path} has child {node[len(QUOTA_ROOT):]} which has a quota",
-                                        "BAD_ARGUMENT")
-                todo.append(full)
+        limits = {key: self._int(p.value(letter) or "", "quota")
+                  for letter, key in quota.OPTIONS if p.value(letter) is not None}
+        return quota.setquota(self._client(), self._path(p), limits)
 
     def _delquota(self, p: P.Parsed) -> Any:
-        path = self._path(p)
-        c = self._client()
-        limits = limit_path(path)
-        try:
-            old_data, _ = c.get(limits)
-        except ZookeeperError as exc:
-            if int(exc.code) == -101:
-                raise CommandFailed(f"Quota does not exist for {path}", "NONODE") from None
-            raise
-        keys = [key for letter, key in (("n", COUNT), ("b", BYTES), ("N", COUNT_HARD), ("B", BYTES_HARD))
-                if p.flag(letter)]
-        if keys:
-            old = parse_stats(old_data)
-            for key in keys:
-                old[key] = -1
-            c.set(limits, format_stats(old))
-            return {"path": path, "removed": keys}
-        base = QUOTA_ROOT + path
-        for child in c.get_children(base):
-            if child in ("zookeeper_limits", "zookeeper_stats"):
-                c.delete(f"{base}/{child}")
-        node = base  # trim the now empty directories up to /zookeeper/quota
-        while node != QUOTA_ROOT and not c.get_children(node):
-            c.delete(node)
-            node = node.rsplit("/", 1)[0]
-        return {"path": path, "removed": "all"}
+        return quota.delquota(self._client(), self._path(p), [key for letter, key in quota.OPTIONS if p.flag(letter)])
 
     # ------------------------------------------------------------------ the shell itself
 
