@@ -18,13 +18,13 @@ from typing import Any, TextIO
 
 from zkpy.wire.consts import EventType, KeeperState
 
-_STATE_NAMES = {
+_STATE_NAMES: dict[int, str] = {
     KeeperState.DISCONNECTED: "Disconnected", KeeperState.SYNC_CONNECTED: "SyncConnected",
     KeeperState.AUTH_FAILED: "AuthFailed", KeeperState.CONNECTED_READ_ONLY: "ConnectedReadOnly",
     KeeperState.SASL_AUTHENTICATED: "SaslAuthenticated", KeeperState.CLOSED: "Closed",
     KeeperState.EXPIRED: "Expired",
 }
-_TYPE_NAMES = {
+_TYPE_NAMES: dict[int, str] = {
     EventType.NONE: "None", EventType.NODE_CREATED: "NodeCreated", EventType.NODE_DELETED: "NodeDeleted",
     EventType.NODE_DATA_CHANGED: "NodeDataChanged", EventType.NODE_CHILDREN_CHANGED: "NodeChildrenChanged",
     EventType.DATA_WATCH_REMOVED: "DataWatchRemoved", EventType.CHILD_WATCH_REMOVED: "ChildWatchRemoved",
