@@ -193,3 +193,27 @@ def test_partial_failures_report_each_node_once(zkpy_server: ServerProcess) -> N
         c.set_acl("/sh-part", [ACL(31, Id("world", "anyone"))])
         c.delete("/sh-part/locked")
         c.delete("/sh-part")
+
+
+def test_a_piped_script_runs_line_by_line(zkpy_server: ServerProcess) -> None:
+    proc = subprocess.Popen([*SHELL, zkpy_server.hosts], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write(b"create /sh-stream x\n")
+        proc.stdin.flush()
+        seen = b""
+        deadline = time.monotonic() + 20
+        while b"Created /sh-stream" not in seen:  # the first line ran while the pipe is still open
+            ready, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+            assert ready, f"no result before the input ended; saw {seen!r}"
+            chunk = os.read(proc.stdout.fileno(), 4096)
+            assert chunk, f"the shell ended early; saw {seen!r}"
+            seen += chunk
+        proc.stdin.write(b"delete /sh-stream\n")
+        proc.stdin.close()
+        assert proc.wait(20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)

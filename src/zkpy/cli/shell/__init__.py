@@ -15,6 +15,7 @@ prompt_toolkit front end. This module is the click command:
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 
 import click
 
@@ -25,8 +26,9 @@ from .session import Shell
 EXIT_OK, EXIT_FAILED, EXIT_NOT_CONNECTED = 0, 1, 2
 
 
-def run_script(shell: Shell, lines: list[str]) -> int:
-    """Run lines in order; the exit status (1 if any failed)."""
+def run_script(shell: Shell, lines: Iterable[str]) -> int:
+    """Run lines in order as they come (a pipe is read line by line); the exit status (1 if
+    any failed)."""
     status = EXIT_OK
     try:
         for line in lines:
@@ -82,8 +84,7 @@ def shell(connect_string: str | None, server: str | None, read_only: bool, comma
         from .repl import run_interactive
 
         sys.exit(run_interactive(sh))
-    lines = list(commands) if commands else sys.stdin.read().splitlines()
-    status = run_script(sh, lines)
+    status = run_script(sh, commands if commands else sys.stdin)
     _quiet_close(sh)
     sys.exit(status)
 
