@@ -59,6 +59,8 @@ class QuorumConfig:
     quorum_sync: bool = False
     # the version of the server list: the hex suffix of the dynamicConfigFile's name (0 without one)
     config_version: int = 0
+    reconfig_enabled: bool = False  # reconfigEnabled: the reconfig op changes the server list at runtime
+    static_path: str = ""  # the zoo.cfg it came from (a reconfig rewrites it; "" when built in code)
 
     @property
     def participants(self) -> tuple[QuorumServer, ...]:

@@ -135,8 +135,9 @@ KEYS: dict[str, KeyRule] = {
                                       "bool"),
     "zkpy.quorumSync": _honoured("zkpy's own: a sync is answered only after a quorum confirms the leader",
                                  "quorum.quorum_sync", "bool"),
-    "reconfigEnabled": _none("zkpy refuses every reconfig request (ReconfigDisabled), as ZooKeeper does "
-                             "with reconfigEnabled=false", "false"),
+    "reconfigEnabled": _honoured("true: the reconfig command changes the ensemble at runtime (dynamic files "
+                                 "zoo.cfg.dynamic.<version>, zoo.cfg rewritten as ZooKeeper does); false: "
+                                 "ReconfigDisabled", "quorum.reconfig_enabled", "bool"),
     "group.N": _refused("hierarchical quorums are not implemented: zkpy counts a majority of voters and "
                         "would disagree with the other members about what a quorum is"),
     "weight.N": _refused("weighted quorums are not implemented: zkpy counts a majority of voters and "

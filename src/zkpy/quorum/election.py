@@ -233,6 +233,25 @@ class Election:
         self._receive(sid, n)
         self._drain_loopback()
 
+    def reconfigure(self, verifier: QuorumMaj, config_data: bytes, learner_type: LearnerType) -> None:
+        """A newer config became active (QuorumPeer.processReconfig): who votes, what every
+        notification carries and my own role from now on (the next round starts with them)."""
+        self.verifier = verifier
+        self.next_verifier = None
+        self.config_data = config_data
+        self.learner_type = learner_type
+
+    def designate(self, leader: int, zxid: int) -> Decision:
+        """A committed reconfig named ``leader`` (QuorumPeer.updateVote and updateServerState with
+        the reconfig flag): I take its role without a round, and answer with this vote from now on."""
+        if self._phase not in (_Phase.IDLE, _Phase.DECIDED):
+            raise ElectionError(f"designate while {self._phase.value}")
+        vote = Vote(leader, zxid, self.logical_clock, self.current_vote.peer_epoch)
+        self._decide(leader, vote)
+        decision, self._decision = self._decision, None
+        assert decision is not None
+        return decision
+
     def update_peer_epoch(self, peer_epoch: int) -> None:
         """QuorumPeer.updateElectionVote: the new epoch Zab settled, answered from now on."""
         self.current_vote = dataclasses.replace(self.current_vote, peer_epoch=peer_epoch)

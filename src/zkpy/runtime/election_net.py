@@ -48,7 +48,7 @@ from typing import Any
 
 from zkpy.admin.tls import QuorumTls
 from zkpy.config import LearnerType as ConfigLearnerType
-from zkpy.config import QuorumServer, ServerConfig
+from zkpy.config import QuorumConfig, QuorumServer, ServerConfig
 from zkpy.errors import ProtocolError
 from zkpy.quorum.election import Decision, Election, ElectionError, LearnerType
 from zkpy.quorum.verifier import address_string, config_string, quorum_maj
@@ -188,6 +188,22 @@ class ElectionService:
                 break
             self._receive(sid, n)
         return await decision
+
+    def reconfigure(self, quorum: QuorumConfig) -> None:
+        """A newer config is active: its voters, addresses and config string from now on (my own
+        election address stays the one I listen on)."""
+        self._quorum = quorum
+        me = quorum.me
+        learner_type = LearnerType.OBSERVER if me is not None and me.role is ConfigLearnerType.OBSERVER \
+            else LearnerType.PARTICIPANT
+        self.config_data = config_string(quorum).encode("utf-8")
+        self._election.reconfigure(quorum_maj(quorum, quorum.config_version), self.config_data, learner_type)
+
+    def designate(self, leader: int, zxid: int) -> Decision:
+        """Take the role a committed reconfig designated, without an election round."""
+        decision = self._election.designate(leader, zxid)
+        log.info("%d takes the designated leader %d: %s", self.sid, leader, decision.state.name)
+        return decision
 
     def update_peer_epoch(self, epoch: int) -> None:
         """The epoch Zab settled on: what LOOKING peers are told from now on."""

@@ -25,6 +25,7 @@ import asyncio
 import gc
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from zkpy.admin.fourletter import DEFAULT_TRACE_MASK
@@ -32,11 +33,13 @@ from zkpy.admin.http import AdminServer
 from zkpy.admin.prometheus import MetricsEndpoint
 from zkpy.admin.tls import quorum_tls
 from zkpy.admin.view import Summary
-from zkpy.config import LearnerType, ServerConfig
+from zkpy.config import LearnerType, QuorumConfig, ServerConfig
 from zkpy.member.history import History
-from zkpy.quorum.verifier import QuorumMaj
+from zkpy.quorum.dynconfig import verifier_of
+from zkpy.quorum.verifier import QuorumMaj, config_string
 from zkpy.runtime.banner import serving_line
 from zkpy.runtime.clientport import ClientPort, ServesClients
+from zkpy.runtime.dynfiles import write_dynamic_config
 from zkpy.runtime.election_net import ElectionService
 from zkpy.runtime.leader_term import LeaderTerm
 from zkpy.runtime.learner_term import LearnerTerm
@@ -67,7 +70,7 @@ class QuorumPeer(ServesClients):
         me = self.quorum.me
         self.observer = me is not None and me.role is LearnerType.OBSERVER
         self.verifier = QuorumMaj.of([s.sid for s in self.quorum.participants],
-                                     [s.sid for s in self.quorum.observers])
+                                     [s.sid for s in self.quorum.observers], self.quorum.config_version)
         self.disk = OsDisk(faults, config.force_sync)
         self.dirs = DataDirs.of(config.data_dir, config.data_log_dir)
         self.clients = ClientPort(config, self, self.schedule_flush)
@@ -85,6 +88,7 @@ class QuorumPeer(ServesClients):
         self._flush_scheduled = False
         self.metrics = ServerMetrics()  # one registry for the process: every term's core records into it
         self._looking_since = 0.0  # when the last election began (the loop's clock)
+        self._designated: int | None = None  # the leader a committed reconfig named for the next term
 
     # ---- what the four-letter words read (admin.view.ServerView) ----
 
@@ -179,12 +183,16 @@ class QuorumPeer(ServesClients):
         self.mode = "looking"
         self.metrics.counters["looking_count"] += 1
         looking_since = self._looking_since = asyncio.get_running_loop().time()
-        electing = asyncio.ensure_future(self.election.elect(tree.last_processed_zxid, epochs.current))
-        await asyncio.wait([electing, stopping], return_when=asyncio.FIRST_COMPLETED)
-        if not electing.done():
-            electing.cancel()
-            return None
-        decision = electing.result()
+        designated, self._designated = self._designated, None
+        if designated is not None:
+            decision = self.election.designate(designated, tree.last_processed_zxid)
+        else:
+            electing = asyncio.ensure_future(self.election.elect(tree.last_processed_zxid, epochs.current))
+            await asyncio.wait([electing, stopping], return_when=asyncio.FIRST_COMPLETED)
+            if not electing.done():
+                electing.cancel()
+                return None
+            decision = electing.result()
         self.metrics.record("election_time", int((asyncio.get_running_loop().time() - looking_since) * 1000))
         log.info("server %d: election decided: leader %d, I am %s", self.sid, decision.leader, decision.state.name)
         term: LeaderTerm | LearnerTerm
@@ -214,6 +222,7 @@ class QuorumPeer(ServesClients):
         finally:
             term.close()
             self.term = None
+            self._designated = term.core.designated
             self.close_clients()
             self.mode = "looking"
         # a term that broke off with an exception may have left its tree half-way: start from disk
@@ -260,6 +269,25 @@ class QuorumPeer(ServesClients):
 
     def write_epoch(self, name: str, value: int) -> None:
         write_epoch(self.disk, self.dirs.snap_dir, name, value)
+
+    def activate(self, quorum: QuorumConfig) -> None:
+        """A newer config is active (a committed reconfig, or the leader's): the election and the
+        next terms use it, and it is written as 3.8 writes it (``write_dynamic_config``)."""
+        log.info("server %d: config version 0x%x active: %s", self.sid, quorum.config_version,
+                 config_string(quorum).replace("\n", ", "))
+        self.quorum = quorum
+        self.config = replace(self.config, quorum=quorum)
+        me = quorum.me
+        self.observer = me is not None and me.role is LearnerType.OBSERVER
+        self.verifier = verifier_of(quorum)
+        if self.election is not None:
+            self.election.reconfigure(quorum)
+        if quorum.static_path:
+            try:
+                write_dynamic_config(quorum)
+            except OSError as exc:
+                log.error("server %d: cannot write config version 0x%x beside %s: %s", self.sid,
+                          quorum.config_version, quorum.static_path, exc)
 
 
 async def serve_quorum(config: ServerConfig, stop: asyncio.Event, faults: FaultPlan | None = None,
