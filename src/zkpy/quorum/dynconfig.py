@@ -190,7 +190,7 @@ def next_servers(current: tuple[QuorumServer, ...], joining: str | None, leaving
                  new_members: str | None, *, standalone_enabled: bool) -> tuple[QuorumServer, ...]:
     """The server list a ReconfigRequest asks for (see the module docstring)."""
     if new_members is not None:
-        servers = _non_incremental(new_members)
+        servers = _non_incremental(new_members, standalone_enabled)
     else:
         servers = _incremental(current, joining, leaving)
     voting = [s for s in servers if s.role is LearnerType.PARTICIPANT]
@@ -229,7 +229,7 @@ def _incremental(current: tuple[QuorumServer, ...], joining: str | None,
     return tuple(servers[s] for s in sorted(servers))
 
 
-def _non_incremental(new_members: str) -> tuple[QuorumServer, ...]:
+def _non_incremental(new_members: str, standalone_enabled: bool) -> tuple[QuorumServer, ...]:
     servers: dict[int, QuorumServer] = {}
     for line in new_members.replace(",", "\n").splitlines():
         line = line.strip()
@@ -252,6 +252,13 @@ def _non_incremental(new_members: str) -> tuple[QuorumServer, ...]:
     clash = endpoint_clash(listed)
     if clash is not None:
         raise BadReconfig(clash)
+    # parseDynamicConfig's IllegalArgumentExceptions, which 3.8 answers MarshallingError
+    voters = sum(1 for s in listed if s.role is LearnerType.PARTICIPANT)
+    observers = len(listed) - voters
+    if voters == 0 and (not standalone_enabled or observers):
+        raise ValueError("a member list without a participant")
+    if voters == 1 and standalone_enabled and observers:
+        raise ValueError("observers without a quorum")
     return listed
 
 

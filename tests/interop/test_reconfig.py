@@ -1,0 +1,305 @@
+"""Dynamic reconfiguration against real ensembles, zkpy's and Apache ZooKeeper 3.8's.
+
+One script, run with Debian's ``zkCli.sh`` and kazoo: a 3-member ensemble with reconfigEnabled
+takes two joiners (started as observers beside it, as the reconfig guide says), removes its
+leader, then is given a new member list; kazoo's error cases follow. The transcript (zkCli's
+answers, ``/zookeeper/config`` and every member's mode after each step, with ports written as
+names) must be the same for both. Then, under a unique-value write workload, the same script on
+zkpy loses no acknowledged write, every member ends with the same tree and ``/zookeeper/config``,
+and a member restarted afterwards reads its dynamic config file and rejoins. A zkpy server started
+on the data dir and rewritten zoo.cfg of a reconfigured Apache member joins the Apache ensemble.
+
+3.8 keeps a removed server running as a non-voting follower (the reconfig guide: "The server will
+not be shut-down automatically"), and so does zkpy: the transcript shows the removed members'
+modes, compared with Apache's.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
+
+from tests.conftest import require_apache
+from tests.helpers.ensemble_workload import Writer, check_acknowledged, patient_client, wait_same_trees
+from zkpy.testing.servers import (
+    ServerProcess,
+    cleanup_ensemble,
+    ensemble_hosts,
+    ensemble_leader,
+    member_line,
+    restart_ensemble_member,
+    server_mode,
+    start_ensemble,
+    start_joining_member,
+    wait_ensemble_serving,
+)
+
+ZKCLI = "/usr/share/zookeeper/bin/zkCli.sh"
+SUPER = "super:reconfig-test"
+SUPER_DIGEST = "super:" + base64.b64encode(hashlib.sha1(SUPER.encode()).digest()).decode()
+
+pytestmark = pytest.mark.usefixtures("_needs_apache")
+
+
+@pytest.fixture
+def _needs_apache() -> None:
+    require_apache()
+    if not os.path.exists(ZKCLI):
+        pytest.fail(f"{ZKCLI} is missing (Debian's zookeeper package)")
+
+
+def settings(kind: str) -> dict[str, str]:
+    out = {"reconfigEnabled": "true"}
+    if kind == "zkpy":
+        out["DigestAuthenticationProvider.superDigest"] = SUPER_DIGEST
+    return out
+
+
+JVM = {"zookeeper.DigestAuthenticationProvider.superDigest": SUPER_DIGEST}
+
+
+def zkcli(server: ServerProcess, command: str) -> str:
+    env = dict(os.environ)
+    env["CLIENT_JVMFLAGS"] = "-Xshare:auto -XX:TieredStopAtLevel=1 -Xmx128m"
+    proc = subprocess.run([ZKCLI, "-server", server.hosts], input=f"addauth digest {SUPER}\n{command}\n".encode(),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, timeout=60, check=False)
+    return proc.stdout.decode("utf-8", "replace")
+
+
+class Names:
+    """Ports written as names (``client4``...), so that two runs on different ports compare."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+
+    def add(self, s: ServerProcess) -> None:
+        sid = s.extra["myid"]
+        self.names.update({str(s.port): f"client{sid}", str(s.extra["quorum_port"]): f"peer{sid}",
+                           str(s.extra["election_port"]): f"election{sid}"})
+
+    def __call__(self, text: str) -> str:
+        return re.sub(r"\b\d{4,5}\b", lambda m: self.names.get(m.group(0), m.group(0)), text)
+
+
+def config_lines(zkcli_output: str, names: Names) -> list[str]:
+    """What zkCli printed of a config (its server lines and version), ports named."""
+    return [names(line) for line in zkcli_output.splitlines() if re.match(r"^(server\.\d+=|version=)", line)]
+
+
+def wait_modes(servers: list[ServerProcess], deadline_s: float = 60.0) -> dict[str, str | None]:
+    wait_ensemble_serving(servers, deadline_s)
+    return {s.extra["myid"]: server_mode(s) for s in servers}
+
+
+def read_config(server: ServerProcess) -> str:
+    client = patient_client(server.hosts)
+    try:
+        return str(client.retry(client.get, "/zookeeper/config")[0].decode())
+    finally:
+        client.stop()
+        client.close()
+
+
+def wait_config(servers: list[ServerProcess], older: str, deadline_s: float = 30.0) -> str:
+    """Wait until every member's /zookeeper/config is one and the same, newer than ``older``; it."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        configs = {s.extra["myid"]: read_config(s) for s in servers}
+        if len(set(configs.values())) == 1 and older not in configs.values():
+            return next(iter(configs.values()))
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the members hold {configs}")
+        time.sleep(0.1)
+
+
+def run_script(kind: str, writers: int = 0) -> tuple[list[str], list[ServerProcess], list[Writer]]:
+    """The scenario on a ``kind`` ensemble; its transcript, the members (still running) and the
+    writers that ran through it (stopped)."""
+    servers = start_ensemble([kind] * 3, settings(kind), jvm_props=JVM, tick_ms=300)
+    names = Names()
+    for s in servers:
+        names.add(s)
+    out: list[str] = []
+    running: list[Writer] = []
+    try:
+        for i in range(writers):
+            w = Writer(f"w{i}", ensemble_hosts(servers))
+            w.start_session()
+            w.start()
+            running.append(w)
+        leader = ensemble_leader(servers)
+        out.append(f"leader {leader.extra['myid']}, modes {wait_modes(servers)}")
+        joiners = [start_joining_member(kind, servers, myid, settings(kind), tick_ms=300, jvm_props=JVM)
+                   for myid in (4, 5)]
+        for j in joiners:
+            names.add(j)
+        servers += joiners
+        out.append(f"joiners serve as {wait_modes(servers)}")
+        config = read_config(leader)
+        out.append(names(config))
+        for w in running:
+            w.wait_for_writes(20)
+        follower = next(s for s in servers if s is not leader)
+        add = ",".join(f"server.{j.extra['myid']}={member_line(j)}" for j in joiners)
+        answer = config_lines(zkcli(follower, f"reconfig -add {add}"), names)
+        config = wait_config(servers, config)
+        out += ["reconfig -add 4,5:", *answer, names(config)]
+        out.append(f"modes {wait_modes(servers)}")
+        for w in running:
+            w.wait_for_writes(20)
+
+        gone = leader.extra["myid"]
+        # every member changes leader: zkCli's connection is closed before the answer, as in 3.8
+        zkcli(follower, f"reconfig -remove {gone}")
+        leader = ensemble_leader([s for s in servers if s.extra["myid"] != gone])
+        config = wait_config(servers, config)
+        out += [f"reconfig -remove {gone} (the leader):", names(config)]
+        out.append(f"new leader {leader.extra['myid']}, modes {wait_modes(servers)}")
+        for w in running:
+            w.wait_for_writes(20)
+
+        keep = [s for s in servers if s.extra["myid"] in ("4", "5") or s is leader]
+        members = ",".join(f"server.{s.extra['myid']}={member_line(s)}" for s in keep)
+        answer = config_lines(zkcli(leader, f"reconfig -members {members}"), names)
+        config = wait_config(servers, config)
+        out += [f"reconfig -members {[s.extra['myid'] for s in keep]}:", *answer, names(config)]
+        leader = ensemble_leader(keep)
+        out.append(f"leader {leader.extra['myid']}, modes {wait_modes(servers)}")
+        for w in running:
+            w.wait_for_writes(20)
+            w.stop()
+        out += kazoo_cases(servers, leader, names, config)
+        return out, servers, running
+    except BaseException:
+        cleanup_ensemble(servers)
+        raise
+
+
+def kazoo_cases(servers: list[ServerProcess], leader: ServerProcess, names: Names, config: str) -> list[str]:
+    """kazoo's reconfig API: a change and its error cases, by exception name."""
+    out = []
+    noauth = KazooClient(hosts=leader.hosts)
+    admin = KazooClient(hosts=leader.hosts, auth_data=[("digest", SUPER)])
+    noauth.start(30)
+    admin.start(30)
+    try:
+        version = int(admin.get("/zookeeper/config")[0].decode().rsplit("=", 1)[1], 16)
+        cases: list[tuple[str, dict[str, object]]] = [
+            ("no super auth", {"client": noauth, "leaving": "4"}),
+            ("joiner without a client port", {"joining": "server.9=127.0.0.1:1:2"}),
+            ("joiner garbage", {"joining": "server.9=garbage"}),
+            ("leaving id not a number", {"leaving": "x"}),
+            ("bad member list", {"new_members": "server.1=x"}),
+            ("members without a voter", {"new_members": "server.9=127.0.0.1:1:2:observer;3"}),
+            ("from a stale version", {"leaving": "4", "from_config": version - 1}),
+            ("no quorum of the new config synced", {"joining": "server.8=127.0.0.1:1:2:participant;3,"
+                                                               "server.9=127.0.0.1:4:5:participant;6,"
+                                                               "server.7=127.0.0.1:7:8:participant;9",
+                                                    "leaving": "4,5"}),
+        ]
+        for what, kw in cases:
+            client = kw.pop("client", admin)
+            assert isinstance(client, KazooClient)
+            try:
+                data, stat = client.reconfig(joining=kw.get("joining"), leaving=kw.get("leaving"),
+                                             new_members=kw.get("new_members"),
+                                             from_config=kw.get("from_config", -1))
+                out.append(f"kazoo {what}: ok {names(data.decode())!r} version {stat.version}")
+            except KazooException as exc:
+                out.append(f"kazoo {what}: {type(exc).__name__}")
+        # an observer made a participant, through kazoo (server 1 was removed: a non-voting follower)
+        one = next(s for s in servers if s.extra["myid"] == "1")
+        data, stat = admin.reconfig(joining=f"server.1={member_line(one, 'observer')}", leaving=None,
+                                    new_members=None, from_config=version)
+        out.append(f"kazoo add 1 as an observer: {names(data.decode()).splitlines()[:-1]} version={stat.version} "
+                   f"mzxid-is-version={stat.mzxid == int(data.decode().rsplit('=', 1)[1], 16)}")
+        wait_config(servers, config)
+        out.append(f"modes {wait_modes(servers)}")
+    finally:
+        for c in (noauth, admin):
+            c.stop()
+            c.close()
+    return out
+
+
+def test_the_reconfig_script_gives_zkpy_and_apache_the_same_configs_and_roles() -> None:
+    transcripts = {}
+    for kind in ("apache", "zkpy"):
+        lines, servers, _ = run_script(kind)
+        transcripts[kind] = lines
+        cleanup_ensemble(servers)
+    print("\n".join(transcripts["apache"]))
+    assert transcripts["zkpy"] == transcripts["apache"]
+
+
+@pytest.fixture
+def ensemble_under_load() -> Iterator[tuple[list[ServerProcess], list[Writer]]]:
+    lines, servers, writers = run_script("zkpy", writers=2)
+    print("\n".join(lines))
+    try:
+        yield servers, writers
+    finally:
+        cleanup_ensemble(servers)
+
+
+def test_reconfig_under_writes_loses_nothing_and_a_restarted_member_rejoins(
+        ensemble_under_load: tuple[list[ServerProcess], list[Writer]]) -> None:
+    servers, writers = ensemble_under_load
+    assert sum(w.count for w in writers) >= 2 * 80
+    tree = wait_same_trees(servers)
+    check_acknowledged(writers, tree)
+    config = tree["/zookeeper/config"]
+    # a member restarted reads the dynamic file its zoo.cfg now names, and rejoins with that config
+    four = next(s for s in servers if s.extra["myid"] == "4")
+    cfg = open(os.path.join(four.workdir, "zoo.cfg"), encoding="utf-8").read()
+    assert "server." not in cfg and "clientPort" not in cfg
+    dynamic = re.search(r"^dynamicConfigFile=(.*)$", cfg, re.M)
+    assert dynamic is not None and dynamic.group(1).endswith(config[0].decode().rsplit("=", 1)[1])
+    four.stop()
+    restart_ensemble_member(four)
+    wait_ensemble_serving(servers)
+    assert wait_same_trees(servers)["/zookeeper/config"] == config
+
+
+def test_a_zkpy_server_takes_over_a_reconfigured_apache_member() -> None:
+    lines, servers, _ = run_script("apache")
+    try:
+        five = next(s for s in servers if s.extra["myid"] == "5")
+        before = wait_same_trees(servers)
+        five.stop()
+        # the same data dir and the zoo.cfg Apache rewrote (dynamicConfigFile, no server lines)
+        five.cmd = [sys.executable, "-m", "zkpy.cli.main", "server", os.path.join(five.workdir, "zoo.cfg")]
+        five.kind = "zkpy"
+        restart_ensemble_member(five)
+        wait_ensemble_serving(servers)
+        assert server_mode(five) in ("follower", "leader")
+        assert wait_same_trees(servers)["/zookeeper/config"] == before["/zookeeper/config"]
+    finally:
+        cleanup_ensemble(servers)
+
+
+def test_reconfig_disabled(zkpy_server: ServerProcess, apache_server: ServerProcess) -> None:
+    """Standalone servers with reconfigEnabled unset refuse reconfig alike."""
+    answers = {}
+    for server in (zkpy_server, apache_server):
+        client = KazooClient(hosts=server.hosts)
+        client.start(30)
+        try:
+            client.reconfig(joining=None, leaving="1", new_members=None)
+            answers[server.kind] = "ok"
+        except KazooException as exc:
+            answers[server.kind] = type(exc).__name__
+        finally:
+            client.stop()
+            client.close()
+    assert answers == {"zkpy": "ReconfigDisabledError", "apache": "ReconfigDisabledError"}
