@@ -28,9 +28,9 @@ from collections.abc import Iterator
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
-
 from tests.conftest import require_apache
 from tests.helpers.ensemble_workload import Writer, check_acknowledged, patient_client, wait_same_trees
+
 from zkpy.testing.servers import (
     ServerProcess,
     cleanup_ensemble,
