@@ -166,6 +166,17 @@ def parse_config_data(data: bytes | str) -> tuple[tuple[QuorumServer, ...], int]
     return tuple(servers[s] for s in sorted(servers)), version
 
 
+def config_version(data: bytes) -> int:
+    """The version of a config string (its last line, ``version=<hex>``); -1 when it has none."""
+    last = data.rsplit(b"\n", 1)[-1]
+    if not last.startswith(b"version="):
+        return -1
+    try:
+        return int(last[len(b"version="):], 16)
+    except ValueError:
+        return -1
+
+
 def with_servers(quorum: QuorumConfig, servers: tuple[QuorumServer, ...], version: int) -> QuorumConfig:
     """``quorum`` with another server list and version (my role follows my line; none: participant,
     a non-voting follower)."""

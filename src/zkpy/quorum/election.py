@@ -53,6 +53,7 @@ from collections.abc import Mapping
 
 from zkpy.wire.quorum import Notification, ServerState
 
+from .dynconfig import config_version
 from .verifier import QuorumMaj
 
 FINALIZE_WAIT_MS = 200  # FastLeaderElection.finalizeWait
@@ -127,6 +128,7 @@ class Ready:
 
     sends: tuple[Send, ...] = ()
     decision: Decision | None = None
+    newer_config: bytes | None = None  # a LOOKING member saw this config, newer than its own: adopt it
 
 
 class _Phase(enum.Enum):
@@ -150,6 +152,7 @@ class Election:
         learner_type: LearnerType = LearnerType.PARTICIPANT,
         next_verifier: QuorumMaj | None = None,
         config_data: bytes = b"",
+        adopt_newer_configs: bool = False,
     ) -> None:
         self.sid = sid
         self.verifier = verifier
@@ -159,6 +162,8 @@ class Election:
         self.current_epoch = current_epoch
         self.logical_clock = logical_clock
         self.config_data = config_data  # QuorumVerifier.toString() bytes, carried in every notification
+        self.adopt_newer_configs = adopt_newer_configs  # reconfigEnabled: a newer config in a notification is news
+        self._newer_config: bytes | None = None
         # QuorumPeer.currentVote: what I answer non-voters (and, once decided, LOOKING voters) with.
         self.current_vote = Vote(sid, last_zxid, -1, current_epoch)
         self.proposal = Vote(NO_SID, NO_SID, -1, NO_SID)
@@ -240,6 +245,14 @@ class Election:
         self.next_verifier = None
         self.config_data = config_data
         self.learner_type = learner_type
+        if self._phase in (_Phase.LOOKING, _Phase.FINALIZING):  # the round starts over, with the new voters
+            self._phase = _Phase.LOOKING
+            self._recvset.clear()
+            self._outofelection.clear()
+            self.proposal = self._initial_vote()
+            self._send_notifications()
+            self._resend_at_ms = self.now_ms + self._not_timeout_ms
+            self._drain_loopback()
 
     def designate(self, leader: int, zxid: int) -> Decision:
         """A committed reconfig named ``leader`` (QuorumPeer.updateVote and updateServerState with
@@ -260,14 +273,20 @@ class Election:
 
     def ready(self) -> Ready:
         """What to send, in order, and the decision if it was just made; both are handed out once."""
-        out = Ready(tuple(self._sends), self._decision)
+        out = Ready(tuple(self._sends), self._decision, self._newer_config)
         self._sends = []
         self._decision = None
+        self._newer_config = None
         return out
 
     # ------------------------------------------------------------------ the receiver (WorkerReceiver)
 
     def _receive(self, sid: int, n: Notification) -> None:
+        if (self.adopt_newer_configs and n.config and self._phase is not _Phase.DECIDED
+                and config_version(n.config) > self.verifier.version):
+            # WorkerReceiver: a LOOKING server that hears of a newer config adopts it (the shell
+            # calls ``reconfigure``, which opens the round again with it)
+            self._newer_config = n.config
         if sid not in self.voters:
             v = self.current_vote
             self._reply(sid, v.leader, v.zxid, self.logical_clock, v.peer_epoch)

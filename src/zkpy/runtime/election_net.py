@@ -123,7 +123,9 @@ class ElectionService:
         self.config_data = config_string(quorum).encode("utf-8")
         self._election = Election(self.sid, quorum_maj(quorum), last_zxid=last_zxid, current_epoch=current_epoch,
                                   logical_clock=logical_clock, learner_type=learner_type,
-                                  config_data=self.config_data)
+                                  config_data=self.config_data, adopt_newer_configs=quorum.reconfig_enabled)
+        # reconfigEnabled: what to do with a newer config a notification carries (the peer adopts it)
+        self.on_newer_config: Callable[[bytes], None] | None = None
         self._cnx_timeout_s = cnx_timeout_ms / 1000
         self._log_limiter = LogLimiter()  # lines a peer can make us repeat: a few per minute per kind and peer
         self._tls = tls  # sslQuorum: every election link is TLS
@@ -268,6 +270,10 @@ class ElectionService:
                      decision.state.name, decision.leader, v.zxid, v.peer_epoch, v.election_epoch)
             if self._decision is not None and not self._decision.done():
                 self._decision.set_result(decision)
+        if ready.newer_config is not None and self.on_newer_config is not None:
+            log.info("%d heard of a newer config: %r", self.sid, ready.newer_config)
+            self.on_newer_config(ready.newer_config)  # reconfigure() starts the round over: its sends
+            self._pump()
 
     async def _tick_loop(self) -> None:
         while True:

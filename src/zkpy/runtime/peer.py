@@ -35,7 +35,7 @@ from zkpy.admin.tls import quorum_tls
 from zkpy.admin.view import Summary
 from zkpy.config import LearnerType, QuorumConfig, ServerConfig
 from zkpy.member.history import History
-from zkpy.quorum.dynconfig import verifier_of
+from zkpy.quorum.dynconfig import activation, verifier_of
 from zkpy.quorum.verifier import QuorumMaj, config_string
 from zkpy.runtime.banner import serving_line
 from zkpy.runtime.clientport import ClientPort, ServesClients
@@ -135,6 +135,7 @@ class QuorumPeer(ServesClients):
         self.election = ElectionService(self.config, last_zxid=history.tree.last_processed_zxid,
                                         current_epoch=epochs.current, cnx_timeout_ms=self.quorum.cnx_timeout_ms,
                                         tls=self.quorum_tls)
+        self.election.on_newer_config = self._newer_config
         await self.election.start()
         await self.clients.listen()
         await self.admin.start()  # a port it cannot bind costs a log line, not the server
@@ -269,6 +270,17 @@ class QuorumPeer(ServesClients):
 
     def write_epoch(self, name: str, value: int) -> None:
         write_epoch(self.disk, self.dirs.snap_dir, name, value)
+
+    def _newer_config(self, data: bytes) -> None:
+        """The election heard of a config newer than mine (QuorumPeer.processReconfig from
+        FastLeaderElection): adopt it, and the round starts over with it."""
+        try:
+            act = activation(self.quorum, data, leader=-1, designated=None)
+        except ValueError as exc:
+            log.warning("server %d: a peer's config cannot be read (%s): ignored", self.sid, exc)
+            return
+        if act is not None:
+            self.activate(act.quorum)
 
     def activate(self, quorum: QuorumConfig) -> None:
         """A newer config is active (a committed reconfig, or the leader's): the election and the
