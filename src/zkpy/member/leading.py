@@ -143,7 +143,8 @@ class LeadingCore(TermCore):
                 ("leader_uptime", self.now_ms - self.established_ms),
                 ("last_proposal_size", last), ("min_proposal_size", low), ("max_proposal_size", high),
                 ("synced_followers", sum(1 for h in handles if not h.observer)),
-                ("synced_non_voting_followers", 0),
+                ("synced_non_voting_followers",
+                 sum(1 for h in handles if not h.observer and not self.zab.verifier.is_voter(h.sid))),
                 ("synced_observers", sum(1 for h in handles if h.observer)),
                 ("pending_syncs", self.zab.pending_syncs)]
 
@@ -201,6 +202,7 @@ class LeadingCore(TermCore):
         self.quorum = quorum
         self.config = dataclasses.replace(self.config, quorum=quorum)
         self.config_data = self.zab.config_data = dynconfig.config_data(quorum)
+        self.zab.verifier = dynconfig.verifier_of(quorum)  # who counts for commits and the synced check
         self._effects.append(ActivateConfig(quorum))
 
     # ---- the Zab core's actions

@@ -33,4 +33,5 @@ class SimConfig:
     client_interval_ms: tuple[int, int] = (20, 200)
     session_clients: int = 0  # real clients (sessions.py) beside the workload's writers
     quorum_sync: bool = False  # zkpy.quorumSync
+    reconfig: bool = False  # reconfigEnabled (scripts send reconfig requests as a super user)
     workarounds: frozenset[str] = WORKAROUNDS
