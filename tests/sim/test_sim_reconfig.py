@@ -108,3 +108,26 @@ def test_members_removed_and_added_while_servers_crash(seed: int) -> None:
     s.final()
     for path in ("/after-remove", "/after-handover", "/after-crash"):
         assert s.everywhere(path)
+
+
+@pytest.mark.parametrize("seed", range(1, 21))
+def test_shrinking_to_three_while_the_two_removed_are_cut_off(seed: int) -> None:
+    s = Script(seed, CONFIG)
+    leader = s.converge()
+    s.open_session(leader.sid)
+    before = agreed(s)
+    others = [sid for sid in s.c.nodes if sid != leader.sid]
+    keep, drop = sorted([leader.sid, *others[:2]]), others[2:]
+    reconfig(s, leader.sid, members=",".join(line(sid) for sid in keep))
+    s.c.partition(drop, keep)
+    s.wait(lambda: s.c.leader() is not None and s.c.leader().quorum.config_version > before[2],  # type: ignore[union-attr]
+           "the shrink to commit without the two cut off")
+    write(s, "/shrunk")
+    s.c.heal()
+    s.wait(lambda: settled(s, before[2]), "every server on the three-member config", 60_000)
+    voters, observers, _ = agreed(s)
+    assert voters == keep and observers == []
+    # the two removed are not shut down: they follow without a vote, as in 3.8
+    assert all(s.node(sid).mode.startswith("following") for sid in drop), [s.node(sid).mode for sid in drop]
+    s.final()
+    assert s.everywhere("/shrunk")
