@@ -40,8 +40,13 @@ Vote agreement for quorum counting is ZooKeeper's Vote.equals: if either vote is
 four numbers must match; between votes of established servers only the leader (and the peer
 epoch, unless exactly one of the two notifications predates the version field) is compared.
 
-Not implemented: weights (QuorumHierarchical) and the oracle (QuorumOracleMaj); acting on a newer
-config carried in a notification (reconfig restarts the election: the shell's business).
+Reconfiguration (with ``adopt_newer_configs``, i.e. reconfigEnabled): a notification that carries
+a config newer than mine, received while I am not decided, is handed out (``Ready.newer_config``);
+the shell adopts it and calls ``reconfigure``, which starts my round over with the new voters
+(3.8's WorkerReceiver and processReconfig). ``designate`` takes the leader a committed reconfig
+named, without a round.
+
+Not implemented: weights (QuorumHierarchical) and the oracle (QuorumOracleMaj).
 """
 
 from __future__ import annotations

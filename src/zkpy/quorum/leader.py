@@ -26,6 +26,14 @@ Phases (Leader.lead and LearnerHandler.run of 3.8):
   voters, INFORM (with the txn) to the observers. A learner's SYNC request is answered once
   every proposal made before it has committed.
 
+Reconfiguration (Leader.propose / tryToCommit of 3.8): a proposal made with a next verifier (a
+reconfig txn), and every proposal after it until it commits, commits only with a quorum of the
+current config *and* of the next one (non-voting followers ack too: only OBSERVERINFO makes an
+observer). Its commit goes out as COMMITANDACTIVATE (INFORMANDACTIVATE to observers) naming the
+designated leader (``dynconfig.designated_leader``: me if I vote in the next config); `Activate`
+follows its `Commit`, and from then on the next config counts. A leader that designated another
+commits nothing more and ends its term once its followers left (at most a tick later).
+
 Liveness (Leader.lead's loop): a PING goes to every synced learner each half tick; a learner
 that sent nothing for syncLimit ticks is dropped; each tick, if the voters heard from within
 syncLimit ticks (me included) are no quorum, I stop leading (``Failed``). Each wait before the
