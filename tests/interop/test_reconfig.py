@@ -31,6 +31,8 @@ from kazoo.exceptions import ConnectionLoss, KazooException
 from tests.conftest import require_apache
 from tests.helpers.ensemble_workload import Writer, check_acknowledged, patient_client, wait_same_trees
 
+from zkpy.client.sync import Client
+from zkpy.errors import ZookeeperError
 from zkpy.testing.servers import (
     ServerProcess,
     cleanup_ensemble,
@@ -259,6 +261,16 @@ def kazoo_cases(servers: list[ServerProcess], leader: ServerProcess, names: Name
                 out.append(f"kazoo {what}: ok {names(data.decode())!r} version {stat.version}")
             except KazooException as exc:
                 out.append(f"kazoo {what}: {type(exc).__name__}")
+        # zkpy's own client, against either server
+        with Client(leader.hosts) as plain, Client(leader.hosts, auth=[("digest", SUPER.encode())]) as superuser:
+            for what, client, kw in (("no super auth", plain, {"leaving": "4"}),
+                                     ("from a stale version", superuser, {"leaving": "4", "from_config": version - 1}),
+                                     ("joiner garbage", superuser, {"joining": "server.9=garbage"})):
+                try:
+                    client.reconfig(**kw)  # type: ignore[arg-type]
+                    out.append(f"zkpy client {what}: ok")
+                except ZookeeperError as exc:
+                    out.append(f"zkpy client {what}: {type(exc).__name__}")
         # the leader made an observer, through kazoo: it hands over to 4 or 5
         sid = leader.extra["myid"]
         data, stat = admin.reconfig(joining=f"server.{sid}={member_line(leader, 'observer')}", leaving=None,
