@@ -59,7 +59,6 @@ class QuorumConfig:
     quorum_sync: bool = False
     # the version of the server list: the hex suffix of the dynamicConfigFile's name (0 without one)
     config_version: int = 0
-    reconfig_enabled: bool = False  # reconfigEnabled: the reconfig op changes the server list at runtime
     static_path: str = ""  # the zoo.cfg it came from (a reconfig rewrites it; "" when built in code)
 
     @property
@@ -199,6 +198,7 @@ class ServerConfig:
     admin_command_url: str = "/commands"  # admin.commandURL
     admin_idle_timeout_ms: int = 30000  # admin.idleTimeout
     admin_force_https: bool = False  # admin.forceHttps: HTTPS only, with the ssl.* key store
+    reconfig_enabled: bool = False  # reconfigEnabled: the reconfig op changes the server list at runtime
     initial_configuration: str = ""  # the zoo.cfg as read (key=value lines), for initial_configuration
     # metrics (issue 12): metricsProvider.className naming ZooKeeper's PrometheusMetricsProvider
     metrics_prometheus: bool = False  # serve /metrics (ZooKeeper's default provider serves nothing)

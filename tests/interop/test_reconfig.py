@@ -41,8 +41,10 @@ from zkpy.testing.servers import (
     member_line,
     restart_ensemble_member,
     server_mode,
+    start_apache,
     start_ensemble,
     start_joining_member,
+    start_zkpy,
     wait_ensemble_serving,
 )
 
@@ -350,21 +352,31 @@ def test_a_zkpy_server_takes_over_a_reconfigured_apache_member() -> None:
         cleanup_ensemble(servers)
 
 
-def test_reconfig_disabled(zkpy_server: ServerProcess, apache_server: ServerProcess) -> None:
-    """Standalone servers with reconfigEnabled unset refuse reconfig alike."""
-    answers = {}
-    for server in (zkpy_server, apache_server):
-        client = KazooClient(hosts=server.hosts)
-        client.start(30)
-        try:
-            client.reconfig(joining=None, leaving="1", new_members=None)
-            answers[server.kind] = "ok"
-        except KazooException as exc:
-            answers[server.kind] = type(exc).__name__
-        finally:
-            client.stop()
-            client.close()
-    assert answers == {"zkpy": "ReconfigDisabledError", "apache": "ReconfigDisabledError"}
+def reconfig_answer(server: ServerProcess) -> str:
+    client = KazooClient(hosts=server.hosts)
+    client.start(30)
+    try:
+        client.reconfig(joining=None, leaving="1", new_members=None)
+        return "ok"
+    except KazooException as exc:
+        return type(exc).__name__
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_standalone_servers_refuse_reconfig_alike(zkpy_server: ServerProcess, apache_server: ServerProcess) -> None:
+    """reconfigEnabled unset: ReconfigDisabled; set on a standalone server: Unimplemented (3.8's
+    standalone server cannot reconfigure)."""
+    assert {s.kind: reconfig_answer(s) for s in (zkpy_server, apache_server)} == \
+        {"zkpy": "ReconfigDisabledError", "apache": "ReconfigDisabledError"}
+    enabled = [start_zkpy({"reconfigEnabled": "true"}), start_apache({"reconfigEnabled": "true"})]
+    try:
+        assert {s.kind: reconfig_answer(s) for s in enabled} == \
+            {"zkpy": "UnimplementedError", "apache": "UnimplementedError"}
+    finally:
+        for s in enabled:
+            s.cleanup()
 
 
 def test_a_member_that_missed_a_reconfig_adopts_the_config_it_hears_of_and_rejoins() -> None:

@@ -197,6 +197,8 @@ def config_from_properties(props: dict[str, str], source: str, read_myid: MyidRe
             values["force_sync"] = value.lower() == "yes"
         elif key in ("extendedTypesEnabled", "zookeeper.extendedTypesEnabled"):
             values["extended_types"] = _bool(source, key, value)
+        elif key == "reconfigEnabled":
+            values["reconfig_enabled"] = _bool(source, key, value)
         elif key in ("admin.enableServer", "admin.forceHttps"):
             values["admin_enabled" if key == "admin.enableServer" else "admin_force_https"] = _bool(source, key, value)
         elif key == "metricsProvider.className":

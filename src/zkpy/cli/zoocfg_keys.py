@@ -137,7 +137,7 @@ KEYS: dict[str, KeyRule] = {
                                  "quorum.quorum_sync", "bool"),
     "reconfigEnabled": _honoured("true: the reconfig command changes the ensemble at runtime (dynamic files "
                                  "zoo.cfg.dynamic.<version>, zoo.cfg rewritten as ZooKeeper does); false: "
-                                 "ReconfigDisabled", "quorum.reconfig_enabled", "bool"),
+                                 "ReconfigDisabled", "reconfig_enabled"),
     "group.N": _refused("hierarchical quorums are not implemented: zkpy counts a majority of voters and "
                         "would disagree with the other members about what a quorum is"),
     "weight.N": _refused("weighted quorums are not implemented: zkpy counts a majority of voters and "

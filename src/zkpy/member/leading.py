@@ -76,7 +76,7 @@ class LeadingCore(TermCore):
                              last_zxid=self.tree.last_processed_zxid, committed=CommittedLog(history.committed),
                              now_ms=now_ms, tick_ms=config.tick_ms, init_limit=q.init_limit_ticks,
                              sync_limit=q.sync_limit_ticks, config_data=config_data, quorum_sync=q.quorum_sync,
-                             newleader_config=self._newleader_config if q.reconfig_enabled else None)
+                             newleader_config=self._newleader_config if config.reconfig_enabled else None)
         self._readers: dict[int, QuorumPacketReader] = {}
         self._log_limiter = LogLimiter()  # what anyone connecting to the quorum port can make us repeat
         self.proposal_sizes = [-1, -1, -1]  # last, min, max bytes of a proposal (BufferStats; -1: none yet)

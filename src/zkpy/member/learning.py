@@ -278,7 +278,7 @@ class LearningCore(TermCore):
     def _activate(self, data: bytes, designated: int | None) -> None:
         """A config becomes active (3.8's processReconfig); nothing happens with reconfigEnabled
         false, or when it is not newer than mine."""
-        if not self.quorum.reconfig_enabled or not data:
+        if not self.config.reconfig_enabled or not data:
             return
         try:
             act = dynconfig.activation(self.quorum, data, leader=self.leader_sid, designated=designated)

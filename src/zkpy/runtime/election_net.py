@@ -123,7 +123,7 @@ class ElectionService:
         self.config_data = config_string(quorum).encode("utf-8")
         self._election = Election(self.sid, quorum_maj(quorum), last_zxid=last_zxid, current_epoch=current_epoch,
                                   logical_clock=logical_clock, learner_type=learner_type,
-                                  config_data=self.config_data, adopt_newer_configs=quorum.reconfig_enabled)
+                                  config_data=self.config_data, adopt_newer_configs=config.reconfig_enabled)
         # reconfigEnabled: what to do with a newer config a notification carries (the peer adopts it)
         self.on_newer_config: Callable[[bytes], None] | None = None
         self._cnx_timeout_s = cnx_timeout_ms / 1000

@@ -236,8 +236,7 @@ class Prep:
         """PrepRequestProcessor's reconfig, checks in its order: enabled, the session, a leader,
         the new config (the reconfigurer's checks), then WRITE on /zookeeper/config. The txn sets
         the config node with version -1, as 3.8 logs it (a SetDataTxn under the reconfig type)."""
-        quorum = self.config.quorum
-        if quorum is None or not quorum.reconfig_enabled:
+        if not self.config.reconfig_enabled:
             raise ReconfigDisabledError()
         _check_live(live)
         if self.reconfigurer is None:

@@ -134,7 +134,7 @@ HONOURED_SAMPLES: dict[str, tuple[str, str, object]] = {
     "peerType": ("participant", "quorum.peer_type", LearnerType.PARTICIPANT),
     "standaloneEnabled": ("false", "quorum.standalone_enabled", False),
     "quorumListenOnAllIPs": ("true", "quorum.quorum_listen_on_all_ips", True),
-    "reconfigEnabled": ("true", "quorum.reconfig_enabled", True),
+    "reconfigEnabled": ("true", "reconfig_enabled", True),
     "zkpy.quorumSync": ("true", "quorum.quorum_sync", True),
     "admin.enableServer": ("false", "admin_enabled", False),
     "admin.serverAddress": ("0.0.0.0", "admin_address", "0.0.0.0"),

@@ -25,7 +25,7 @@ THREE = (server(1), server(2), server(3))
 
 def quorum(servers: tuple[QuorumServer, ...] = THREE, me: int = 1, version: int = 0x100000000) -> QuorumConfig:
     return QuorumConfig(servers, my_id=ServerId(me), init_limit_ticks=10, sync_limit_ticks=5, config_version=version,
-                        reconfig_enabled=True, standalone_enabled=False)
+                        standalone_enabled=False)
 
 
 def test_a_config_string_reads_back() -> None:

@@ -76,12 +76,12 @@ class SimNode:
                                LearnerType.OBSERVER if n > cfg.nodes - cfg.observers else LearnerType.PARTICIPANT)
                   for n in range(1, cfg.nodes + 1)),
             my_id=sid, init_limit_ticks=cfg.init_limit, sync_limit_ticks=cfg.sync_limit,  # type: ignore[arg-type]
-            quorum_sync=cfg.quorum_sync, reconfig_enabled=cfg.reconfig, standalone_enabled=False)
+            quorum_sync=cfg.quorum_sync, standalone_enabled=False)
         self.verifier = cluster.verifier  # this server's: a reconfig changes it (``activate``)
         self.config_data = config_string(self.quorum).encode("utf-8")
         self.config = ServerConfig(tick_ms=cfg.tick_ms, data_dir=f"/sim/{sid}", server_id=sid,
                                    snap_count=cfg.snap_count, prealloc_kb=max(1, cfg.prealloc_bytes // 1024),
-                                   quorum=self.quorum)
+                                   quorum=self.quorum, reconfig_enabled=cfg.reconfig)
         self.disk = SimDisk()
         self.dirs = DataDirs.of(self.config.data_dir)
         self.incarnation = 0
@@ -304,7 +304,7 @@ class SimNode:
                                      config_data=self.config_data,
                                      learner_type=ElectionLearnerType.OBSERVER if self.observer
                                      else ElectionLearnerType.PARTICIPANT,
-                                     adopt_newer_configs=self.quorum.reconfig_enabled)
+                                     adopt_newer_configs=self.config.reconfig_enabled)
         if designated is not None and self.election.decided:
             # runtime.peer: a committed reconfig named the next leader; no round
             self.c.trace_event(self.sid, "designated", designated)
