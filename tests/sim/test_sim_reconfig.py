@@ -131,3 +131,25 @@ def test_shrinking_to_three_while_the_two_removed_are_cut_off(seed: int) -> None
     assert all(s.node(sid).mode.startswith("following") for sid in drop), [s.node(sid).mode for sid in drop]
     s.final()
     assert s.everywhere("/shrunk")
+
+
+@pytest.mark.parametrize("seed", range(1, 11))
+def test_an_observer_promoted_to_participant_and_back(seed: int) -> None:
+    s = Script(seed, SimConfig(nodes=4, observers=1, session_timeout_ms=60_000, fsync_ms=(2, 4), reconfig=True))
+    leader = s.converge()
+    s.open_session(leader.sid)
+    before = agreed(s)
+    assert before[1] == [4]
+    reconfig(s, leader.sid, joining=line(4))
+    s.wait(lambda: settled(s, before[2]), "the promotion to be active everywhere")
+    promoted = agreed(s)
+    assert promoted[0] == [1, 2, 3, 4] and promoted[1] == []
+    s.wait(lambda: s.node(4).mode == "following", "the old observer to follow")
+    write(s, "/promoted")
+    leader = s.leader()
+    reconfig(s, leader.sid, joining=line(4, "observer"))
+    s.wait(lambda: settled(s, promoted[2]), "the demotion to be active everywhere")
+    assert agreed(s)[1] == [4]
+    s.wait(lambda: s.node(4).mode == "observing", "the member to observe again")
+    s.final()
+    assert s.everywhere("/promoted")
