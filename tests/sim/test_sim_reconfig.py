@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import pytest
 
+from zkpy.errors import ReconfigInProcessError
 from zkpy.quorum.dynconfig import parse_config_data
 from zkpy.testing.sim import SimConfig
+from zkpy.testing.sim.terms import LeaderTerm
 from zkpy.tree.acl import OPEN_ACL_UNSAFE
 from zkpy.wire.consts import CreateMode, OpCode
 from zkpy.wire.proto import CreateRequest, ReconfigRequest
@@ -75,6 +77,11 @@ def test_members_removed_and_added_while_servers_crash(seed: int) -> None:
     gone = min(sid for sid in s.c.nodes if sid != leader.sid)
     crashed = max(sid for sid in s.c.nodes if sid != leader.sid)
     reconfig(s, leader.sid, leaving=str(gone))
+    # one reconfig at a time: a second one prepped before the first commits is ReconfigInProgress
+    term = leader.term
+    assert isinstance(term, LeaderTerm)
+    with pytest.raises(ReconfigInProcessError):
+        term.member.next_config(ReconfigRequest(None, str(crashed), None, -1), 0)  # type: ignore[arg-type]
     s.c.crash(crashed)
     s.wait(lambda: s.c.leader() is not None and s.c.leader().quorum.config_version > before[2],  # type: ignore[union-attr]
            "the removal to commit")

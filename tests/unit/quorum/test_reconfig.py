@@ -7,12 +7,18 @@ from __future__ import annotations
 import pytest
 from tests.unit.quorum.test_zab import make
 
-from zkpy.config import LearnerType, QuorumConfig, QuorumServer
+from zkpy.config import LearnerType, QuorumConfig, QuorumServer, ServerConfig
+from zkpy.errors import BadArgumentsError, NoAuthError, ReconfigDisabledError, UnimplementedError
 from zkpy.ids import ServerId, make_zxid
 from zkpy.quorum import dynconfig as dc
 from zkpy.quorum import leader as zl
 from zkpy.quorum.verifier import QuorumMaj, config_string
+from zkpy.server.prep import Prep
+from zkpy.tree.datatree import DataTree
+from zkpy.wire.consts import OpCode
+from zkpy.wire.proto import Id, ReconfigRequest
 from zkpy.wire.quorum import PacketType
+from zkpy.wire.txn import SetDataTxn
 
 
 def server(sid: int, role: LearnerType = LearnerType.PARTICIPANT, client: bool = True) -> QuorumServer:
@@ -172,3 +178,43 @@ def test_election_takes_a_designated_leader() -> None:
     decision = e.designate(2, 7)
     assert decision.leader == 2 and decision.state is ServerState.FOLLOWING and e.current_vote.leader == 2
     assert e.current_vote.zxid == 7
+
+
+class FakeReconfigurer:
+    def __init__(self, error: Exception | None = None) -> None:
+        self.error = error
+        self.proposed_at: list[int] = []
+
+    def next_config(self, request: ReconfigRequest, zxid: int) -> bytes:
+        if self.error is not None:
+            raise self.error
+        return b"server.1=127.0.0.1:2001:3001:participant;127.0.0.1:4001\nversion=" + f"{zxid:x}".encode()
+
+    def proposed(self, zxid: int, data: bytes) -> None:
+        self.proposed_at.append(zxid)
+
+
+def prep_reconfig(enabled: bool, reconfigurer: FakeReconfigurer | None, auth: list[Id]) -> tuple[object, object]:
+    prep = Prep(DataTree(), ServerConfig(reconfig_enabled=enabled))
+    prep.reconfigurer = reconfigurer
+    hdr, txn, error = prep.prep(OpCode.RECONFIG, ReconfigRequest(None, "2", None, -1), 1, 1, auth, 7, 0, True)
+    return txn, error
+
+
+def test_prep_checks_a_reconfig_in_zookeepers_order() -> None:
+    world = [Id("world", "anyone")]
+    superuser = [Id("super", "")]
+    _, error = prep_reconfig(False, FakeReconfigurer(), superuser)
+    assert isinstance(error, ReconfigDisabledError)
+    _, error = prep_reconfig(True, None, superuser)  # a standalone server (no leader)
+    assert isinstance(error, UnimplementedError)
+    # the new config's checks come before the ACL: a bad request from anyone is BadArguments
+    _, error = prep_reconfig(True, FakeReconfigurer(BadArgumentsError("no")), world)
+    assert isinstance(error, BadArgumentsError)
+    fake = FakeReconfigurer()
+    _, error = prep_reconfig(True, fake, world)
+    assert isinstance(error, NoAuthError) and fake.proposed_at == []
+    txn, error = prep_reconfig(True, fake, superuser)
+    assert error is None and fake.proposed_at == [7]
+    assert isinstance(txn, SetDataTxn) and txn.path == "/zookeeper/config" and txn.version == -1
+    assert txn.data.endswith(b"version=7")
