@@ -150,10 +150,12 @@ class LeadingCore(TermCore):
 
     # ---- reconfiguration (the prep's Reconfigurer)
 
-    def _newleader_config(self, epoch: int) -> bytes:
+    def _newleader_config(self, epoch: int) -> tuple[bytes, QuorumMaj | None]:
         """The config NEWLEADER carries in ``epoch``: a newer one from my tree (a reconfig in my
-        log), else mine, with version ``make_zxid(epoch, 0)`` if it has none yet."""
+        log: then its verifier, whose quorum must ack NEWLEADER too), else mine, with version
+        ``make_zxid(epoch, 0)`` if it has none yet."""
         q = self.quorum
+        newer = None
         node = self.tree.get(dynconfig.CONFIG_NODE)
         if node is not None and node.data:
             try:
@@ -164,10 +166,11 @@ class LeadingCore(TermCore):
                 self.log(f"the config 0x{version:x} in my log is newer than mine (0x{q.config_version:x}): "
                          "this epoch activates it")
                 q = dynconfig.with_servers(q, servers, version)
+                newer = dynconfig.verifier_of(q)
         if q.config_version == 0:
             q = dataclasses.replace(q, config_version=make_zxid(epoch, 0))
         self._newleader_quorum = q
-        return dynconfig.config_data(q)
+        return dynconfig.config_data(q), newer
 
     def next_config(self, request: ReconfigRequest, zxid: int) -> bytes:
         """PrepRequestProcessor's reconfig checks, in its order (see ``Reconfigurer``)."""

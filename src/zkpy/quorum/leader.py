@@ -18,8 +18,8 @@ Phases (Leader.lead and LearnerHandler.run of 3.8):
 - SYNC (per learner, as soon as both the epoch quorum and its own ACKEPOCH are in): DIFF,
   TRUNC or SNAP (``plan_sync``), the committed txns it lacks, every outstanding proposal after
   them, then NEWLEADER. From then on the learner gets every new proposal too.
-- The NEWLEADER ack of a quorum of voters (me included, once my currentEpoch is written)
-  establishes the epoch: ``Established`` tells the shell to start serving, and every learner
+- The NEWLEADER ack of a quorum of voters (me included, once my currentEpoch is written; of
+  ``newleader_verifier`` too, when NEWLEADER carries a newer config) establishes the epoch: ``Established`` tells the shell to start serving, and every learner
   whose ack is in gets UPTODATE (later ones as their ack arrives).
 - BROADCAST: each proposal goes to the voters being forwarded to; it commits, in zxid order,
   once a quorum of voters (me included, after my own fsync) has acked it; COMMIT goes to the
@@ -233,7 +233,7 @@ class Leader:
     def __init__(self, sid: int, verifier: QuorumMaj, *, accepted_epoch: int, current_epoch: int,
                  last_zxid: int, committed: CommittedLog, now_ms: int, tick_ms: int, init_limit: int,
                  sync_limit: int, config_data: bytes = b"", quorum_sync: bool = False,
-                 newleader_config: Callable[[int], bytes] | None = None) -> None:
+                 newleader_config: Callable[[int], tuple[bytes, QuorumMaj | None]] | None = None) -> None:
         self.sid = sid
         self.verifier = verifier
         self.accepted_epoch = accepted_epoch
@@ -245,9 +245,12 @@ class Leader:
         self.init_limit_ms = init_limit * tick_ms
         self.sync_limit_ms = sync_limit * tick_ms
         self.config_data = config_data  # what NEWLEADER carries (the config string)
-        self._newleader_config = newleader_config  # or, given the new epoch, what it carries
+        self._newleader_config = newleader_config  # or, given the new epoch, what it carries (and its verifier, if newer)
         self.quorum_sync = quorum_sync
         self.next_verifier: QuorumMaj | None = None  # the config of a reconfig proposed, not yet committed
+        # the config NEWLEADER carries when it is newer than mine (a reconfig in my log): the epoch
+        # is established only with a quorum of it too (3.8's newLeaderProposal with both verifiers)
+        self.newleader_verifier: QuorumMaj | None = None
         self.allowed_to_commit = True  # false once a reconfig handed the leadership to another
         self._handover_ms = 0  # then: when the term ends at the latest (the learners leave first)
         self._checks: list[QuorumCheck] = []
@@ -369,7 +372,7 @@ class Leader:
             return
         self.epoch = max(self._connecting.values()) + 1
         if self._newleader_config is not None:
-            self.config_data = self._newleader_config(self.epoch)
+            self.config_data, self.newleader_verifier = self._newleader_config(self.epoch)
         self.phase = Phase.EPOCH_ACK
         self._phase_deadline_ms = self.now_ms + self.init_limit_ms
         self.accepted_epoch = self.epoch
@@ -448,6 +451,8 @@ class Leader:
         if self.phase is not Phase.NEWLEADER_ACK or self.sid not in self._newleader_acked:
             return
         if not self.verifier.contains_quorum(self._newleader_acked):
+            return
+        if self.newleader_verifier is not None and not self.newleader_verifier.contains_quorum(self._newleader_acked):
             return
         self.phase = Phase.BROADCAST
         self.last_proposed = self.last_committed = make_zxid(self.epoch, 0)

@@ -218,3 +218,14 @@ def test_prep_checks_a_reconfig_in_zookeepers_order() -> None:
     assert error is None and fake.proposed_at == [7]
     assert isinstance(txn, SetDataTxn) and txn.path == "/zookeeper/config" and txn.version == -1
     assert txn.data.endswith(b"version=7")
+
+
+def test_newleader_with_a_newer_config_needs_a_quorum_of_it_too() -> None:
+    net = make(3)  # leader 3, learners 1 and 2; NEWLEADER carries a config {3, 4, 5} whose 4 and 5 are away
+    net.leader.newleader_verifier = QuorumMaj.of([3, 4, 5])
+    net.pump()
+    assert not net.leader.established
+    net = make(3)
+    net.leader.newleader_verifier = QuorumMaj.of([1, 2, 3, 4, 5])  # 1, 2 and 3 are a quorum of it
+    net.pump()
+    assert net.leader.established
