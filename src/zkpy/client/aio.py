@@ -60,6 +60,7 @@ from zkpy.wire.proto import (
     GetDataRequest,
     GetEphemeralsRequest,
     Id,
+    ReconfigRequest,
     RemoveWatchesRequest,
     SetACLRequest,
     SetDataRequest,
@@ -679,6 +680,18 @@ class AsyncClient:
         validate_path(path)
         resp = await self._call(OpCode.SET_ACL, SetACLRequest(path, list(acl), version), path)
         return resp.stat  # type: ignore[no-any-return]
+
+    async def reconfig(self, joining: str | None = None, leaving: str | None = None,
+                       new_members: str | None = None, from_config: int = -1) -> tuple[bytes, Stat]:
+        """ZooKeeper's reconfig (incremental ``joining``/``leaving``, comma-separated, or the whole
+        ``new_members`` list; ``from_config``: the config version it applies to, -1: any). The new
+        config string and the Stat of /zookeeper/config. Raises ReconfigDisabledError,
+        NoAuthError, BadArgumentsError, BadVersionError, NewConfigNoQuorumError,
+        ReconfigInProcessError, ConnectionLoss."""
+        request = ReconfigRequest(joining, leaving, new_members, from_config)  # type: ignore[arg-type]  # null strings
+        resp = await self._call(OpCode.RECONFIG, request,
+                                "/zookeeper/config")
+        return bytes(resp.data or b""), resp.stat
 
     async def sync(self, path: str = "/") -> str:
         validate_path(path)

@@ -297,6 +297,7 @@ _RESPONSES: dict[int, type[Record] | None] = {
     OpCode.SET_WATCHES: None,
     OpCode.SET_WATCHES2: None,
     OpCode.CHECK: None,
+    OpCode.RECONFIG: GetDataResponse,  # the new config and the Stat of /zookeeper/config
 }
 
 _WATCH_KINDS = ("data", "exist", "child", "persistent", "recursive")

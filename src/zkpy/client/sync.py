@@ -530,6 +530,12 @@ class Client:
         SessionExpiredError."""
         return self._run(self._async.set_acl, path, acl, version)
 
+    def reconfig(self, joining: str | None = None, leaving: str | None = None, new_members: str | None = None,
+                 from_config: int = -1) -> tuple[bytes, Stat]:
+        """ZooKeeper's reconfig (see ``AsyncClient.reconfig``): the new config string and the Stat of
+        /zookeeper/config."""
+        return self._run(self._async.reconfig, joining, leaving, new_members, from_config)
+
     def sync(self, path: str = "/") -> str:
         """Wait until the server has caught up with the leader. Raises ConnectionLoss, SessionExpiredError."""
         return self._run(self._async.sync, path)
