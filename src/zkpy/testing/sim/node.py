@@ -27,7 +27,7 @@ from zkpy.quorum.dynconfig import activation, config_data, verifier_of
 from zkpy.quorum.election import Decision, Election
 from zkpy.quorum.election import LearnerType as ElectionLearnerType
 from zkpy.quorum.sync import DEFAULT_COMMITTED_LOG, LoggedTxn
-from zkpy.quorum.verifier import config_string
+from zkpy.quorum.verifier import config_string, quorum_verifier
 from zkpy.server.connection import Connection
 from zkpy.server.core import ServerCore
 from zkpy.server.outputs import Output
@@ -83,7 +83,7 @@ class SimNode:
             quorum_sync=cfg.quorum_sync, groups=cfg.groups, weights=cfg.weights,
             local_sessions=cfg.local_sessions, local_sessions_upgrading=cfg.local_sessions_upgrading,
             standalone_enabled=False)
-        self.verifier = cluster.verifier  # this server's: a reconfig changes it (``activate``)
+        self.verifier = quorum_verifier(self.quorum)  # this server's: a reconfig changes it (``activate``)
         self.config_data = config_string(self.quorum).encode("utf-8")
         self.config = ServerConfig(tick_ms=cfg.tick_ms, data_dir=f"/sim/{sid}", server_id=sid,
                                    snap_count=cfg.snap_count, prealloc_kb=max(1, cfg.prealloc_bytes // 1024),
