@@ -71,6 +71,11 @@ class ImportConflict(Exception):
                          f"--existing skip or --existing overwrite to import anyway)")
 
 
+class RedactedACL(ValueError):
+    """ZooKeeper 3.6+ shows ``user:x`` for a digest id to a session without ADMIN on the node:
+    exporting it would lose the hash and lock the node on import, so export stops instead."""
+
+
 class ImportStopped(Exception):
     """A batch failed: the message names the node, the error and how much was written."""
 
@@ -106,6 +111,9 @@ async def export_tree(client: AsyncClient, root: str, *, stats: bool = True,
         if stat.ephemeralOwner:
             skipped.append(path)
             return
+        if any(a.id.scheme == "digest" and a.id.id.endswith(":x") for a in acl[0]):
+            raise RedactedACL(f"{path}: the server hid the digest hash of its ACL (the session has READ but not "
+                              f"ADMIN there): export as an identity with ADMIN on it (--auth) or as a super user")
         records[path] = NodeRecord(path, data, list(acl[0]), stat_fields(stat) if stats else None)
         progress(len(records) + len(skipped), total)
         if not stat.numChildren:
@@ -403,5 +411,5 @@ def import_command(file: str, server: str, at: str | None, existing: str, auth: 
     click.echo(f"imported under {target}: {', '.join(parts)}", err=True)
 
 
-__all__ = ["FormatError", "ImportConflict", "ImportStopped", "export_command", "export_tree", "import_command",
+__all__ = ["FormatError", "ImportConflict", "ImportStopped", "RedactedACL", "export_command", "export_tree", "import_command",
            "import_tree"]
