@@ -385,6 +385,8 @@ def _parse(name: str, zxid: int, data: bytes, progress: ParseProgress | None = N
         if dversion == DIGEST_VERSION and dzxid > 0 and dzxid >= zxid:
             trailer = (dzxid, dvalue & _MASK64)
     tree.last_processed_zxid = zxid
+    if progress is not None:
+        progress(size, size)
     return LoadedSnapshot(zxid, tree, trailer, unknown)
 
 
@@ -531,8 +533,6 @@ def _parse_body(name: str, data: bytes, pos: int,
             digest += crc
     if "/" not in nodes:
         raise fail(pos, "no root node")
-    if progress is not None:
-        progress(pos, size)
     tree.sessions = sessions
     tree.digest = digest & _MASK64
     tree.data_size = data_size
