@@ -36,7 +36,7 @@ def _zkpy(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[s
 
 
 async def _connect(server: ServerProcess, auth: bool = True) -> AsyncClient:
-    client = AsyncClient(server.hosts, auth=[("digest", USER)] if auth else ())
+    client = AsyncClient(server.hosts, auth=[("digest", USER)] if auth else (), session_timeout=30.0)
     await client.start()
     return client
 
@@ -220,6 +220,15 @@ def test_import_conflicts(target: ServerProcess, tmp_path: Path) -> None:
     assert bad.returncode == 2 and "version 9" in bad.stderr
 
 
+def test_export_of_root_leaves_out_zookeeper(target: ServerProcess) -> None:
+    r = _zkpy("export", "--server", target.hosts, "--auth", f"digest:{USER.decode()}", "/", "--no-stat")
+    assert r.returncode == 0, r.stderr
+    doc = read_export(json.loads(r.stdout))
+    assert doc.nodes[0].path == "/"
+    assert not any(n.path.startswith("/zookeeper") for n in doc.nodes)
+    assert "stat" not in json.loads(r.stdout)["nodes"][0]
+
+
 def test_big_tree_is_pipelined(zkpy_server: ServerProcess, target: ServerProcess) -> None:
     """20,000 nodes out and back in: reads thousands in flight, writes in multi batches (a round
     trip per node would not fit the test's budget; no timing is asserted)."""
@@ -228,16 +237,20 @@ def test_big_tree_is_pipelined(zkpy_server: ServerProcess, target: ServerProcess
 
     async def scenario() -> None:
         src = await _connect(zkpy_server, auth=False)
-        dst = await _connect(target, auth=False)
+        dst = None
         try:
             await src.create(root, b"")
-            await asyncio.gather(*(src.create(f"{root}/p{i:02d}", b"") for i in range(fanout)))
-            await asyncio.gather(*(src.create(f"{root}/p{i:02d}/n{j:04d}", f"{i}.{j}".encode())
-                                   for i in range(fanout) for j in range(per)))
+            for i in range(fanout):
+                tx = src.transaction()
+                tx.create(f"{root}/p{i:02d}", b"")
+                for j in range(per):
+                    tx.create(f"{root}/p{i:02d}/n{j:04d}", f"{i}.{j}".encode())
+                assert all(isinstance(r, str) for r in await tx.commit())
             seen: list[tuple[int, int | None]] = []
             export = await export_tree(src, root, progress=lambda d, t: seen.append((d, t)))
             assert len(export.nodes) == 1 + fanout + fanout * per
             assert seen[-1] == (len(export.nodes), len(export.nodes))
+            dst = await _connect(target, auth=False)
             report = await import_tree(dst, export, at=root)
             assert report.created == len(export.nodes)
             assert await dst.get_all_children_number(root) == fanout + fanout * per
@@ -246,7 +259,8 @@ def test_big_tree_is_pipelined(zkpy_server: ServerProcess, target: ServerProcess
             assert [(n.path, n.data) for n in again.nodes] == [(n.path, n.data) for n in export.nodes]
         finally:
             await src.close()
-            await dst.close()
+            if dst is not None:
+                await dst.close()
 
     asyncio.run(scenario())
 
@@ -273,12 +287,3 @@ def test_export_stops_where_the_server_hides_a_digest(zkpy_server: ServerProcess
     asyncio.run(build())
     r = _zkpy("export", "--server", zkpy_server.hosts, "--auth", f"digest:{USER.decode()}", root)
     assert r.returncode == 1 and f"{root}: the server hid the digest hash" in r.stderr and r.stdout == ""
-
-
-def test_export_of_root_leaves_out_zookeeper(target: ServerProcess) -> None:
-    r = _zkpy("export", "--server", target.hosts, "--auth", f"digest:{USER.decode()}", "/", "--no-stat")
-    assert r.returncode == 0, r.stderr
-    doc = read_export(json.loads(r.stdout))
-    assert doc.nodes[0].path == "/"
-    assert not any(n.path.startswith("/zookeeper") for n in doc.nodes)
-    assert "stat" not in json.loads(r.stdout)["nodes"][0]

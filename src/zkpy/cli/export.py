@@ -1,8 +1,8 @@
 """``zkpy export`` and ``zkpy import``: a subtree to and from JSON (format: ``export_format``).
 
 Both use zkpy's own AsyncClient and keep thousands of requests in flight instead of one round
-trip per node: export reads every node (data, ACL, then children) concurrently under one
-TaskGroup; import sends multi batches (at most ``BATCH_OPS`` ops and about ``BATCH_BYTES``
+trip per node: export reads a level of the tree at a time, every node's ACL at once and the data
+and children in multi-reads of up to ``READ_OPS`` nodes; import sends multi batches (at most ``BATCH_OPS`` ops and about ``BATCH_BYTES``
 bytes each, ``BATCHES_IN_FLIGHT`` in flight). A session's requests are applied in order, so a
 batch that creates a parent always lands before the batches that create its children.
 
@@ -55,8 +55,10 @@ from zkpy.cli.progress import ProgressBar, progress_wanted
 from zkpy.client import AsyncClient
 from zkpy.errors import NoAuthError, NoNodeError, ZookeeperError
 from zkpy.wire.consts import Perms
-from zkpy.wire.proto import ACL, Id
+from zkpy.wire.proto import ACL, Id, Stat
 
+READ_OPS = 1000
+READ_BYTES = 1024 * 1024  # data (or children's names, guessed) per multi-read
 BATCH_OPS = 1000
 BATCH_BYTES = 512 * 1024  # well under jute.maxbuffer (1 MiB) for the whole multi
 BATCHES_IN_FLIGHT = 8
@@ -85,7 +87,10 @@ class ImportStopped(Exception):
 
 async def export_tree(client: AsyncClient, root: str, *, stats: bool = True,
                       progress: Progress = lambda _d, _t: None) -> Export:
-    """The subtree at ``root`` as an Export (ephemerals skipped, /zookeeper left out)."""
+    """The subtree at ``root`` as an Export (ephemerals skipped, /zookeeper left out).
+
+    Level by level: every node's ACL (with its Stat) is asked for at once, then the data and the
+    children in multi-reads of up to ``READ_OPS`` nodes and about ``READ_BYTES`` of data each."""
     if within(root, "/zookeeper"):
         raise ValueError(f"{root}: the /zookeeper subtree is the server's own; it is not exported")
     total: int | None
@@ -98,50 +103,65 @@ async def export_tree(client: AsyncClient, root: str, *, stats: bool = True,
     records: dict[str, NodeRecord] = {}
     children: dict[str, list[str]] = {}
     skipped: list[str] = []
-
-    async def visit(path: str, tg: asyncio.TaskGroup) -> None:
-        got, acl = await asyncio.gather(client.get(path), client.get_acl(path), return_exceptions=True)
-        for result in (got, acl):
-            if isinstance(result, NoNodeError) and path != root:
-                return  # deleted while the export ran
-            if isinstance(result, BaseException):
-                raise result
-        assert not isinstance(got, BaseException) and not isinstance(acl, BaseException)
-        data, stat = got
-        if stat.ephemeralOwner:
-            skipped.append(path)
-            return
-        if any(a.id.scheme == "digest" and a.id.id.endswith(":x") for a in acl[0]):
-            raise RedactedACL(f"{path}: the server hid the digest hash of its ACL (the session has READ but not "
-                              f"ADMIN there): export as an identity with ADMIN on it (--auth) or as a super user")
-        records[path] = NodeRecord(path, data, list(acl[0]), stat_fields(stat) if stats else None)
+    level = [root]
+    while level:
+        acls = await asyncio.gather(*(client.get_acl(p) for p in level), return_exceptions=True)
+        alive: list[tuple[str, list[ACL], Stat]] = []
+        for path, got in zip(level, acls):
+            if isinstance(got, NoNodeError) and path != root:
+                continue  # deleted while the export ran
+            if isinstance(got, BaseException):
+                raise got
+            acl, stat = got
+            if stat.ephemeralOwner:
+                skipped.append(path)
+                continue
+            if any(a.id.scheme == "digest" and a.id.id.endswith(":x") for a in acl):
+                raise RedactedACL(f"{path}: the server hid the digest hash of its ACL (the session has READ but "
+                                  f"not ADMIN there): export as an identity with ADMIN on it (--auth) or as a super "
+                                  f"user")
+            alive.append((path, acl, stat))
+        data = await _multi_read(client, "get", [(p, s.dataLength) for p, _, s in alive])
+        parents = [(p, s.numChildren) for p, _, s in alive if s.numChildren]
+        names = await _multi_read(client, "children", parents)
+        level = []
+        for path, acl, _stat in alive:
+            got = data[path]
+            if isinstance(got, NoNodeError) and path != root:
+                continue
+            if isinstance(got, BaseException):
+                raise got
+            value, data_stat = got
+            records[path] = NodeRecord(path, value, acl, stat_fields(data_stat) if stats else None)
+            kids = names.get(path, [])
+            if isinstance(kids, NoNodeError):
+                continue
+            if isinstance(kids, BaseException):
+                raise kids
+            if path == "/":
+                kids = [n for n in kids if n != "zookeeper"]
+            if kids:
+                children[path] = kids
+                level.extend(child_path(path, n) for n in kids)
         progress(len(records) + len(skipped), total)
-        if not stat.numChildren:
-            return
-        try:
-            names = await client.get_children(path)
-        except NoNodeError:
-            return
-        if path == "/":
-            names = [n for n in names if n != "zookeeper"]
-        children[path] = names
-        for name in names:
-            tg.create_task(visit(child_path(path, name), tg))
-
-    try:
-        async with asyncio.TaskGroup() as tg:
-            tg.create_task(visit(root, tg))
-    except BaseExceptionGroup as group:
-        raise _first(group) from None
     progress(len(records) + len(skipped), len(records) + len(skipped))
     return Export(root, [records[p] for p in preorder(root, children) if p in records], sorted(skipped))
 
 
-def _first(group: BaseExceptionGroup[Any]) -> BaseException:
-    exc: BaseException = group
-    while isinstance(exc, BaseExceptionGroup):
-        exc = exc.exceptions[0]
-    return exc
+async def _multi_read(client: AsyncClient, kind: str, items: list[tuple[str, int]]) -> dict[str, Any]:
+    """``kind`` ("get" or "children") for each (path, size hint) in multi-reads, all in flight at
+    once: path -> the result or the ZookeeperError of that path."""
+    chunks: list[list[str]] = []
+    size = 0
+    for path, hint in items:
+        cost = 64 + len(path) + (hint if kind == "get" else 32 * hint)
+        if not chunks or len(chunks[-1]) >= READ_OPS or size + cost > READ_BYTES:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(path)
+        size += cost
+    replies = await asyncio.gather(*(client.multi_read([(kind, p) for p in chunk]) for chunk in chunks))
+    return {p: r for chunk, results in zip(chunks, replies) for p, r in zip(chunk, results)}
 
 
 # ---------------------------------------------------------------------------- import
