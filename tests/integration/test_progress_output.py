@@ -8,6 +8,7 @@ import io
 import json
 import os
 import pty
+import shutil
 import subprocess
 import sys
 import threading
@@ -19,7 +20,9 @@ import pytest
 from zkpy.cli import progress as progress_mod
 from zkpy.cli.progress import RecoveryBar, progress_wanted
 from zkpy.client import AsyncClient
+from zkpy.config import ServerConfig
 from zkpy.runtime.osdisk import OsDisk
+from zkpy.runtime.server import ZkServer
 from zkpy.storage import recovery, snapshot
 from zkpy.storage.files import DataDirs
 from zkpy.storage.recovery import recover
@@ -69,6 +72,19 @@ def test_recovery_reports_progress(data_dir: Path, monkeypatch: pytest.MonkeyPat
     # no callback: the same result
     again = recover(OsDisk(), DataDirs.of(str(data_dir)))
     assert again.tree.digest == result.tree.digest and again.txns_replayed == result.txns_replayed
+
+
+def test_the_server_passes_its_recovery_progress_on(data_dir: Path, tmp_path: Path) -> None:
+    """``zkpy server``'s shell hands recovery a callback (a RecoveryBar): ZkServer passes it through."""
+    copy = tmp_path / "data"
+    shutil.copytree(data_dir, copy)
+    calls: list[tuple[str, int, int]] = []
+    server = ZkServer(ServerConfig(data_dir=str(copy)), recovery_progress=lambda *a: calls.append(a))
+    try:
+        assert [c[0] for c in calls][-3:] == ["snapshot", "replay", "done"]
+        assert calls[-2][1] == server.recovered.txns_replayed > 0
+    finally:
+        asyncio.run(server.close())
 
 
 class _Terminal(io.StringIO):
