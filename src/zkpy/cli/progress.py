@@ -4,12 +4,14 @@ Invariants: a bar is drawn only when stderr is a terminal and the command's own 
 go to a terminal too (where the two would interleave); it writes to stderr alone, never into the
 command's output (the JSON of ``zkpy export``, the lines of ``logdump``/``snapdump``); redraws are
 throttled (at most ``REFRESH_PER_SECOND``, and updates closer than ``MIN_UPDATE_S`` are dropped);
-it is transient: nothing is left on the terminal when it closes. rich is imported only when a
-bar is drawn.
+it is transient: nothing is left on the terminal when it closes. While a bar is drawn, log
+handlers that write to stderr write through it (their lines appear above the bar, not across it)
+and get their stream back when it closes. rich is imported only when a bar is drawn.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from types import TracebackType
@@ -42,6 +44,7 @@ class ProgressBar:
         self._last = 0.0
         self._progress: Any = None
         self._task: Any = None
+        self._handlers: list[tuple[logging.StreamHandler[Any], Any]] = []
 
     def __enter__(self) -> ProgressBar:
         if self.enabled:
@@ -58,8 +61,12 @@ class ProgressBar:
             self._progress = Progress(
                 TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                 TimeRemainingColumn(), console=Console(file=sys.stderr), transient=True,
-                refresh_per_second=REFRESH_PER_SECOND, redirect_stdout=False, redirect_stderr=False)
-            self._progress.start()
+                refresh_per_second=REFRESH_PER_SECOND, redirect_stdout=False, redirect_stderr=True)
+            stderr = sys.stderr
+            self._progress.start()  # sys.stderr is now rich's proxy: what it gets goes above the bar
+            for handler in logging.getLogger().handlers:
+                if isinstance(handler, logging.StreamHandler) and handler.stream is stderr:
+                    self._handlers.append((handler, handler.setStream(sys.stderr)))
             self._task = self._progress.add_task(self._description, total=self._total)
         return self
 
@@ -80,6 +87,9 @@ class ProgressBar:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         if self._progress is not None:
+            for handler, stream in self._handlers:
+                handler.setStream(stream)
+            self._handlers.clear()
             self._progress.stop()
             self._progress = None
 
