@@ -180,5 +180,10 @@ def test_export_json_has_no_progress(data_dir: Path) -> None:
         doc = json.loads(out)
         assert len(doc["nodes"]) == 51
         assert "exported 51 znode(s)" in shown and "\x1b[" in shown  # the bar went to the terminal
+        dump = Path(server.workdir) / "root.json"
+        dump.write_text(out, encoding="utf-8")
+        _, shown = _run([*ZKPY, "import", "--server", server.hosts, str(dump), "--at", "/copy"],
+                        stdout_on_terminal=True)
+        assert "imported under /copy: 51 created" in shown and "\x1b[" in shown
     finally:
         server.cleanup()
