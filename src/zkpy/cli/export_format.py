@@ -32,7 +32,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -215,7 +215,3 @@ def preorder(root: str, children: dict[str, list[str]]) -> Iterator[str]:
         path = stack.pop()
         yield path
         stack.extend(child_path(path, name) for name in sorted(children.get(path, ()), reverse=True))
-
-
-def paths(nodes: Iterable[NodeRecord]) -> list[str]:
-    return [n.path for n in nodes]
