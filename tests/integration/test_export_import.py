@@ -218,6 +218,11 @@ def test_import_conflicts(target: ServerProcess, tmp_path: Path) -> None:
     asyncio.run(absent())
     bad = _zkpy("import", "--server", target.hosts, "-", stdin=json.dumps({**doc, "version": 9}))
     assert bad.returncode == 2 and "version 9" in bad.stderr
+    system = {"format": "zkpy-export", "version": 1, "root": "/a", "nodes": [
+        {"path": "/a", "data": "", "acl": [{"scheme": "world", "id": "anyone", "perms": "cdrwa"}]},
+        {"path": "/a/zookeeper", "data": "", "acl": [{"scheme": "world", "id": "anyone", "perms": "cdrwa"}]}]}
+    refused = _zkpy("import", "--server", target.hosts, "-", "--at", "/", stdin=json.dumps(system))
+    assert refused.returncode == 1 and "/zookeeper: the /zookeeper subtree is the server's own" in refused.stderr
 
 
 def test_export_of_root_leaves_out_zookeeper(target: ServerProcess) -> None:

@@ -194,6 +194,9 @@ async def import_tree(client: AsyncClient, export: Export, at: str | None = None
     if not export.nodes:
         return report
     plan = [(relocate(n.path, export.root, at), n) for n in export.nodes]
+    system = [t for t, _ in plan if within(t, "/zookeeper")]
+    if system:
+        raise ValueError(f"{system[0]}: the /zookeeper subtree is the server's own; nothing was written")
     if at != "/" and parent_of(at) != "/":
         await client.ensure_path(parent_of(at))
     # (3) what exists: nothing below a missing root (one request), else ask for every node
