@@ -8,6 +8,8 @@ import asyncio
 import base64
 import hashlib
 import json
+import os
+import re
 import subprocess
 import sys
 import uuid
@@ -232,6 +234,21 @@ def test_export_of_root_leaves_out_zookeeper(target: ServerProcess) -> None:
     assert doc.nodes[0].path == "/"
     assert not any(n.path.startswith("/zookeeper") for n in doc.nodes)
     assert "stat" not in json.loads(r.stdout)["nodes"][0]
+
+
+def test_the_doc_example_runs(target: ServerProcess, tmp_path: Path) -> None:
+    """docs/export.md's first sh block, as written, against a fresh server."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "export.md").read_text(encoding="utf-8")
+    block = re.search(r"```sh\n(.*?)```", doc, re.S)
+    assert block is not None
+    script = block.group(1).replace("127.0.0.1:2181", target.hosts)
+    shim = f'zkpy() {{ "{sys.executable}" -m zkpy.cli.main "$@"; }}\nset -e\n'
+    r = subprocess.run(["bash", "-c", shim + script], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                       env={**os.environ})
+    assert r.returncode == 0, r.stderr
+    copy = json.loads(r.stdout)
+    assert [n["path"] for n in copy["nodes"]] == ["/staging", "/staging/app", "/staging/app/db"]
+    assert copy["nodes"][2]["data"] == "postgres://db:5432"
 
 
 def test_big_tree_is_pipelined(zkpy_server: ServerProcess, target: ServerProcess) -> None:
