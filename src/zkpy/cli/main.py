@@ -12,6 +12,7 @@ import sys
 import click
 
 from zkpy.cli.ensemble import ensemble
+from zkpy.cli.export import export_command, import_command
 from zkpy.cli.security_keys import jaas_path_from_flags, super_users_from_flags, system_property_from_flags
 from zkpy.cli.storage_tools import logdump, purge, snapdump
 from zkpy.cli.zoocfg import ConfigError, load_zoo_cfg
@@ -275,10 +276,13 @@ def _fault_plan(specs: tuple[str, ...]) -> FaultPlan | None:
 
 
 def _run(config: ServerConfig, faults: FaultPlan | None = None) -> None:
+    from zkpy.cli.progress import RecoveryBar, progress_wanted
     from zkpy.runtime.server import DiskFailure, serve
     from zkpy.storage.recovery import RecoveryError
     from zkpy.storage.snapshot import SnapshotError
     from zkpy.storage.txnlog import CorruptLogError
+
+    bar = RecoveryBar(progress_wanted(output_to_stdout=False))
 
     async def runner() -> None:
         stop = asyncio.Event()
@@ -288,9 +292,9 @@ def _run(config: ServerConfig, faults: FaultPlan | None = None) -> None:
         if config.quorum is not None and config.quorum.is_ensemble:
             from zkpy.runtime.peer import serve_quorum
 
-            await serve_quorum(config, stop, faults)
+            await serve_quorum(config, stop, faults, recovery_progress=bar)
         else:
-            await serve(config, stop, faults)
+            await serve(config, stop, faults, recovery_progress=bar)
 
     try:
         try:
@@ -321,6 +325,8 @@ main.add_command(purge)
 main.add_command(logdump)
 main.add_command(snapdump)
 main.add_command(ensemble)
+main.add_command(export_command)
+main.add_command(import_command)
 
 if __name__ == "__main__":
     main()

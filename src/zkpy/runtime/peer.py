@@ -55,7 +55,7 @@ from zkpy.server.metrics import ServerMetrics
 from zkpy.storage.disk import FaultPlan
 from zkpy.storage.epochs import load_epochs, write_epoch
 from zkpy.storage.files import DataDirs
-from zkpy.storage.recovery import recover
+from zkpy.storage.recovery import Progress, recover
 from zkpy.storage.truncate import drop_unadopted_epoch
 from zkpy.tree.datatree import DataTree
 
@@ -65,9 +65,11 @@ log = logging.getLogger("zkpy.quorum")
 class QuorumPeer(ServesClients):
     """An ensemble member: client port always open, serving only while a term is established."""
 
-    def __init__(self, config: ServerConfig, faults: FaultPlan | None = None) -> None:
+    def __init__(self, config: ServerConfig, faults: FaultPlan | None = None,
+                 recovery_progress: Progress | None = None) -> None:
         assert config.quorum is not None and config.quorum.my_id is not None
         self.config = config
+        self.recovery_progress = recovery_progress  # told how the first recovery goes
         self.quorum = config.quorum
         self.sid = int(self.quorum.my_id)  # type: ignore[arg-type]
         me = self.quorum.me
@@ -172,7 +174,8 @@ class QuorumPeer(ServesClients):
             self.disk.makedirs(directory)
         gc.disable()
         try:
-            recovered = recover(self.disk, self.dirs, log.info)
+            recovered = recover(self.disk, self.dirs, log.info, self.recovery_progress)
+            self.recovery_progress = None
             if drop_unadopted_epoch(self.disk, self.dirs, recovered.tree.last_processed_zxid, log.warning):
                 recovered = recover(self.disk, self.dirs, log.info)
         finally:
@@ -351,9 +354,10 @@ class QuorumPeer(ServesClients):
 
 
 async def serve_quorum(config: ServerConfig, stop: asyncio.Event, faults: FaultPlan | None = None,
-                       on_ready: Callable[[QuorumPeer], None] | None = None) -> None:
+                       on_ready: Callable[[QuorumPeer], None] | None = None,
+                       recovery_progress: Progress | None = None) -> None:
     """Run an ensemble member until ``stop`` is set; DiskFailure if its log could not be written."""
-    peer = QuorumPeer(config, faults)
+    peer = QuorumPeer(config, faults, recovery_progress)
     if on_ready is not None:
         on_ready(peer)
     await peer.run(stop)
