@@ -29,7 +29,7 @@ import ssl
 import warnings
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any, Literal, ParamSpec, TypeVar, overload
+from typing import Any, Literal, ParamSpec, Self, TypeVar, overload
 
 from zkpy.errors import (
     ConnectionClosedError,
@@ -38,7 +38,7 @@ from zkpy.errors import (
     NoNodeError,
     NoWatcherError,
     ProtocolError,
-    RuntimeInconsistency,
+    RolledBackError,
     SessionExpiredError,
     ZookeeperError,
     error_for,
@@ -72,7 +72,6 @@ from zkpy.wire.proto import (
 
 from .core import (
     ClientCore,
-    parse_hosts,
     ClientEvent,
     ClientState,
     Connected,
@@ -83,6 +82,7 @@ from .core import (
     WatchFired,
     WatchRegistration,
     WatchRemoval,
+    parse_hosts,
     validate_path,
 )
 from .retry import KazooRetry, RetryPolicy, retry_policy
@@ -166,8 +166,8 @@ class Transaction:
 
     async def commit(self) -> list[Any]:
         """One result per op: the path (create), ``Stat`` (set_data), ``True`` (delete, check); if the
-        multi failed, the ``ZookeeperError`` of each op (``RuntimeInconsistency`` for the ops that
-        were not the cause)."""
+        multi failed, the ``ZookeeperError`` of each op (for the ops that were not the cause,
+        ``RolledBackError`` before it and ``RuntimeInconsistency`` after it, as kazoo reports them)."""
         if self.committed:
             raise ValueError("transaction already committed")
         self.committed = True
@@ -181,7 +181,7 @@ class Transaction:
         for op, r in zip(self._ops, results):
             if r.type == OpCode.ERROR:
                 out.append(error_for(r.err, getattr(op.request, "path", None)) if r.err
-                           else RuntimeInconsistency("", getattr(op.request, "path", None)))
+                           else RolledBackError("", getattr(op.request, "path", None)))
             elif r.type in (OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_TTL, OpCode.CREATE_CONTAINER):
                 out.append(r.path)
             elif r.type == OpCode.SET_DATA:
@@ -395,7 +395,7 @@ class AsyncClient:
             except asyncio.CancelledError:
                 pass
 
-    async def __aenter__(self) -> AsyncClient:
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 

@@ -33,7 +33,7 @@ import threading
 import warnings
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, Self, TypeVar, overload
 
 from zkpy.client.aio import AsyncClient
 from zkpy.client.aio import Transaction as AsyncTransaction
@@ -439,6 +439,23 @@ class Client:
             log.warning("%s", warning)
             warnings.warn(warning, UserWarning, stacklevel=2)
 
+    def start_async(self, timeout: float = 15.0) -> threading.Event:
+        """Start connecting and return at once (kazoo's ``start_async``): the Event is set once
+        the session is established; if it is not within ``timeout``, it stays unset and the
+        client stops trying (kazoo's keeps trying until `stop`)."""
+        connected = threading.Event()
+        future = self._run_async(self._async._start, timeout)
+
+        def done(f: concurrent.futures.Future[str | None]) -> None:
+            if f.exception() is None:
+                warning = f.result()
+                if warning is not None:
+                    log.warning("%s", warning)
+                connected.set()
+
+        future.add_done_callback(done)
+        return connected
+
     def stop(self) -> None:
         """Close the session (ephemerals go) and the connection, as kazoo's ``stop``; the client
         may `start` again (a new session). `close` also ends the client's threads."""
@@ -489,7 +506,7 @@ class Client:
             self._stop_threads()
             self._close_done.set()
 
-    def __enter__(self) -> Client:
+    def __enter__(self) -> Self:
         self.start()
         return self
 
