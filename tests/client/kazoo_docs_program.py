@@ -56,9 +56,9 @@ def main(hosts, root):
         out.append("exists")
     out.append(("missing", zk.exists(root + "/no/such/node")))
     data, stat = zk.get(root + "/my/favorite")
-    out.append("Version: %s, data: %s" % (stat.version, data.decode("utf-8")))
+    out.append(f"Version: {stat.version}, data: {data.decode('utf-8')}")
     children = zk.get_children(root + "/my/favorite")
-    out.append("There are %s children with names %s" % (len(children), children))
+    out.append(f"There are {len(children)} children with names {children}")
     children, stat = zk.get_children(root + "/my/favorite", include_data=True)
     out.append(("children with stat", children, stat.numChildren))
 

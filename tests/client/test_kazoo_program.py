@@ -13,8 +13,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from zkpy.testing.servers import ServerProcess
 
 HERE = Path(__file__).parent
@@ -70,10 +68,3 @@ def test_kazoo_program_gives_the_same_results_on_kazoo_and_zkpy(zkpy_server: Ser
     # the program observed what kazoo's documentation says it would (not merely the same)
     assert ("connected", True) in with_kazoo
     assert ("stopped, the listener saw LOST twice", True) in with_kazoo
-
-
-@pytest.mark.parametrize("ok", [True])
-def test_the_renames_can_fail(ok: bool) -> None:
-    """Without the renames the program would still import kazoo: the guard above notices."""
-    text = (HERE / "kazoo_docs_program.py").read_text()
-    assert "from kazoo.client import" in text and ok

@@ -203,7 +203,7 @@ class AsyncClient:
 
     def __init__(self, hosts: str = "127.0.0.1:2181", *, session_timeout: float = 10.0,
                  connect_timeout: float | None = None, read_only: bool = False,
-                 auth: Sequence[tuple[str, bytes]] = (), default_acl: Sequence[ACL] | None = None,
+                 auth: Sequence[tuple[str, bytes | str]] = (), default_acl: Sequence[ACL] | None = None,
                  ssl_context: ssl.SSLContext | None = None, rng: random.Random | None = None,
                  max_outstanding: int = 10_000, client_id: tuple[int, bytes] | None = None,
                  randomize_hosts: bool = True, connection_retry: RetryArg = None,
@@ -215,7 +215,7 @@ class AsyncClient:
         self.randomize_hosts = randomize_hosts
         self._connect_timeout = connect_timeout
         self.read_only = read_only
-        self.auth = list(auth)
+        self.auth = [(scheme, cred.encode() if isinstance(cred, str) else cred) for scheme, cred in auth]
         self.hosts = hosts
         self.session_timeout = session_timeout
         self.create_chroot = create_chroot
@@ -893,8 +893,11 @@ class AsyncClient:
                 out.append(list(r.children or []))
         return out
 
-    async def add_auth(self, scheme: str, credential: bytes) -> None:
-        """Add credentials to the session (replayed after reconnects); raises AuthFailedError."""
+    async def add_auth(self, scheme: str, credential: bytes | str) -> None:
+        """Add credentials to the session (replayed after reconnects); raises AuthFailedError.
+        A ``str`` credential is sent as UTF-8 (kazoo takes ``"user:password"``)."""
+        if isinstance(credential, str):
+            credential = credential.encode()
         if not self._core.state.is_connected or self._conn is None:
             await self._wait_connected()
         conn = self._conn

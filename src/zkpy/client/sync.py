@@ -251,7 +251,7 @@ class Client:
         session_timeout: float = 10.0,
         connect_timeout: float | None = None,
         read_only: bool = False,
-        auth: Sequence[tuple[str, bytes]] = (),
+        auth: Sequence[tuple[str, bytes | str]] = (),
         default_acl: Sequence[ACL] | None = None,
         ssl_context: ssl.SSLContext | None = None,
         rng: random.Random | None = None,
@@ -544,6 +544,15 @@ class Client:
     def hosts(self) -> str:
         return self._async.hosts
 
+    @property
+    def default_acl(self) -> list[ACL]:
+        """The ACL of nodes created without one."""
+        return self._async.default_acl
+
+    @property
+    def read_only(self) -> bool:
+        return self._async.read_only
+
     def unchroot(self, path: str) -> str:
         """``path`` (a server path) relative to the chroot."""
         return self._async.unchroot(path)
@@ -683,7 +692,7 @@ class Client:
         Raises ConnectionLoss, SessionExpiredError."""
         return self._run(self._async.multi_read, ops)
 
-    def add_auth(self, scheme: str, credential: bytes) -> None:
+    def add_auth(self, scheme: str, credential: bytes | str) -> None:
         """Raises AuthFailedError, ConnectionLoss, SessionExpiredError."""
         self._run(self._async.add_auth, scheme, credential)
 
@@ -808,7 +817,7 @@ class Client:
     def multi_read_async(self, ops: Sequence[tuple[str, str]]) -> _DispatchedFuture[MultiReadResult]:
         return self._run_async(self._async.multi_read, ops)
 
-    def add_auth_async(self, scheme: str, credential: bytes) -> _DispatchedFuture[None]:
+    def add_auth_async(self, scheme: str, credential: bytes | str) -> _DispatchedFuture[None]:
         return self._run_async(self._async.add_auth, scheme, credential)
 
     def add_watch_async(self, path: str, callback: WatchCallback,
