@@ -68,3 +68,45 @@ def test_kazoo_program_gives_the_same_results_on_kazoo_and_zkpy(zkpy_server: Ser
     # the program observed what kazoo's documentation says it would (not merely the same)
     assert ("connected", True) in with_kazoo
     assert ("stopped, the listener saw LOST twice", True) in with_kazoo
+
+
+def _section(title: str) -> str:
+    text = DOC.read_text()
+    start = text.index(title)
+    end = text.find("\n#", start + len(title))
+    return text[start:] if end < 0 else text[start:end]
+
+
+def test_the_migration_table_covers_every_kazooclient_member() -> None:
+    from kazoo.client import KazooClient
+
+    table = _section("### KazooClient, member by member")
+    client = KazooClient()  # not started: only its attributes are read
+    members = {n for n in dir(client) if not n.startswith("_")} | \
+              {n for n in vars(KazooClient) if not n.startswith("_")}
+    missing = sorted(n for n in members if not re.search(rf"`[^`]*\b{n}\b", table))
+    assert not missing, f"docs/client.md's KazooClient table lacks {missing}"
+    # every method and property of KazooClient is there under its own name
+    from zkpy import Client
+
+    absent = sorted(n for n in vars(KazooClient) if not n.startswith("_") and not hasattr(Client, n))
+    assert not absent, f"zkpy.Client lacks kazoo's {absent}"
+
+
+def test_the_migration_table_covers_every_kazoo_recipe() -> None:
+    import importlib
+    import inspect
+    import pkgutil
+
+    import kazoo.recipe
+
+    table = _section("### Recipes")
+    missing = []
+    for info in pkgutil.iter_modules(kazoo.recipe.__path__):
+        module = importlib.import_module(f"kazoo.recipe.{info.name}")
+        for name, obj in vars(module).items():
+            if inspect.isclass(obj) and obj.__module__ == module.__name__ and not name.startswith("_") \
+                    and not issubclass(obj, BaseException) and not name.startswith("Base"):
+                if not re.search(rf"`{info.name}\.{name}`|`{name}`", table):
+                    missing.append(f"{info.name}.{name}")
+    assert not missing, f"docs/client.md's recipe table lacks {missing}"

@@ -312,6 +312,8 @@ class AsyncClient:
 
     async def _start(self, timeout: float) -> str | None:
         """`start`, returning the warning to give (the chroot is missing) for the caller to give."""
+        if self._run_task is not None and self._run_task.done():
+            self._run_task = None  # the connection loop gave up (connection_retry)
         if self._run_task is not None:
             raise RuntimeError("start() called twice")
         if self._core.state.is_terminal:

@@ -553,6 +553,10 @@ class Client:
     def read_only(self) -> bool:
         return self._async.read_only
 
+    @property
+    def randomize_hosts(self) -> bool:
+        return self._async.randomize_hosts
+
     def unchroot(self, path: str) -> str:
         """``path`` (a server path) relative to the chroot."""
         return self._async.unchroot(path)
