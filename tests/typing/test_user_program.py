@@ -55,12 +55,15 @@ def test_pyright_strict_reports_nothing(tmp_path: Path) -> None:
 def test_the_checkers_see_zkpy_itself(tmp_path: Path) -> None:
     """A wrong annotation is reported: the checkers resolve zkpy's real types (not Any)."""
     wrong = tmp_path / "wrong.py"
-    wrong.write_text("from zkpy import Client\n\nnot_an_int: int = Client().get('/')\n")
+    wrong.write_text("from zkpy import Client\nfrom zkpy.wire.proto import Id\n\n"
+                     "not_an_int: int = Client().get('/')\nId(schema='world', id='anyone')\n")
     result = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path / "cache"),
          "--config-file", os.devnull, str(wrong)],
         capture_output=True, text=True, env=checker_env(), cwd=tmp_path, timeout=300)
-    assert result.returncode == 1 and 'has type "tuple[bytes, Stat]"' in result.stdout, result.stdout
+    assert result.returncode == 1, result.stdout
+    assert 'has type "tuple[bytes, Stat]"' in result.stdout, result.stdout
+    assert 'Unexpected keyword argument "schema" for "Id"' in result.stdout, result.stdout
 
 
 def test_every_lazy_name_is_declared_for_type_checkers() -> None:
@@ -75,4 +78,4 @@ def test_the_program_runs(zkpy_server: ServerProcess) -> None:
     main = runpy.run_path(str(PROGRAM))["main"]
     out = main(zkpy_server.hosts, "/typed-program")
     assert "['RolledBackError', 'BadVersionError']" in out
-    assert out[-1] == "retry or ignore"
+    assert out[-2:] == ["retry or ignore", "world 6 czxid anyone"]

@@ -11,6 +11,7 @@ and every recipe, blocking and asyncio.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sys
 import threading
 from concurrent.futures import Future
@@ -88,6 +89,17 @@ from zkpy.wire.proto import ACL, ClientInfo, Id, Stat
 
 class MissingConfig(NoNodeError):
     """Users subclass zkpy's errors: they must be classes to a type checker."""
+
+
+def records() -> str:
+    """The jute records are dataclasses to a type checker: keyword construction, fields, replace."""
+    world = Id(scheme="world", id="anyone")
+    acl = ACL(perms=int(Perms.READ | Perms.WRITE), id=world)
+    stat = Stat(czxid=1, mzxid=2, ctime=3, mtime=4, version=5, cversion=6, aversion=7, ephemeralOwner=0,
+                dataLength=8, numChildren=9, pzxid=10)
+    newer: Stat = dataclasses.replace(stat, version=stat.version + 1)
+    names = [f.name for f in dataclasses.fields(Stat)]
+    return f"{acl.id.scheme} {newer.version} {names[0]} {dataclasses.asdict(world)['id']}"
 
 
 def describe(stat: Stat) -> str:
@@ -245,7 +257,7 @@ def errors_users_catch(exc: BaseException) -> str:
 
 def main(hosts: str, root: str) -> list[str]:
     return blocking(hosts, root) + asyncio.run(asynchronous(hosts, root + "-aio")) + [
-        errors_users_catch(MissingConfig())]
+        errors_users_catch(MissingConfig()), records()]
 
 
 if __name__ == "__main__":
