@@ -125,10 +125,12 @@ def test_missing_chroot_warns_or_is_created(zkpy_server: ServerProcess) -> None:
 def test_set_hosts_takes_effect_at_the_next_connection() -> None:
     core = ClientCore("a:1,b:2/app", rng=random.Random(7))
     assert core.next_host() in (("a", 1), ("b", 2))
-    core.set_hosts("c:3,d:4/app")
-    assert {core.next_host(), core.next_host()} == {("c", 3), ("d", 4)}
+    core.set_hosts("c:3,d:4,e:5/app", None)  # None: the order given
+    assert [core.next_host() for _ in range(4)] == [("c", 3), ("d", 4), ("e", 5), ("c", 3)]
+    core.set_hosts("f:6,g:7/app", random.Random(1))
+    assert {core.next_host(), core.next_host()} == {("f", 6), ("g", 7)}
     with pytest.raises(ValueError, match="chroot"):
-        core.set_hosts("c:3")
+        core.set_hosts("c:3", None)
 
 
 def test_set_hosts_keeps_the_connection_and_refuses_another_chroot(zkpy_server: ServerProcess) -> None:

@@ -361,8 +361,7 @@ class AsyncClient:
         is kept. ValueError if ``hosts`` names another chroot."""
         if randomize_hosts is not None:
             self.randomize_hosts = randomize_hosts
-        self._core._rng = self._rng if self.randomize_hosts else None
-        self._core.set_hosts(hosts)
+        self._core.set_hosts(hosts, self._rng if self.randomize_hosts else None)
         self.hosts = hosts
 
     async def close(self) -> None:

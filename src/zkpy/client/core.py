@@ -333,7 +333,6 @@ class ClientCore:
         session: tuple[int, bytes] | None = None,
     ) -> None:
         self.hosts, self.chroot = parse_hosts(hosts)
-        self._rng = rng
         if rng is not None:
             rng.shuffle(self.hosts)
         self.session_timeout_ms = session_timeout_ms
@@ -411,14 +410,14 @@ class ClientCore:
 
     # ------------------------------------------------------------------ hosts and timing
 
-    def set_hosts(self, hosts: str) -> None:
-        """Replace the host list (shuffled with the client's RNG), from the next connection
-        attempt on. ValueError if the connect string names another chroot."""
+    def set_hosts(self, hosts: str, rng: Shuffler | None) -> None:
+        """Replace the host list (shuffled once with ``rng``; None keeps the order), from the
+        next connection attempt on. ValueError if the connect string names another chroot."""
         new, chroot = parse_hosts(hosts)
         if chroot != self.chroot:
             raise ValueError(f"set_hosts cannot change the chroot ({self.chroot!r} to {chroot!r})")
-        if self._rng is not None:
-            self._rng.shuffle(new)
+        if rng is not None:
+            rng.shuffle(new)
         current = self.current_host
         self.hosts = new
         # go on from the current host if it is still listed, else from the start of the new list
