@@ -1,7 +1,7 @@
 # pyright: strict
 """A user's program over zkpy's public API, as a type checker sees it.
 
-tests/typing/test_user_program.py runs ``mypy --strict`` on this file (and pyright, strict by
+tests/typed_api/test_user_program.py runs ``mypy --strict`` on this file (and pyright, strict by
 the comment above, where pyright is installed) and expects nothing reported; it also runs ``main`` against a zkpy server, so the
 calls below are real ones. Every public class appears: the clients, their states and events,
 the retry policies, the errors (one subclassed, as users do), the jute records, the wire enums
