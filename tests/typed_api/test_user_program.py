@@ -43,7 +43,10 @@ def test_pyright_strict_reports_nothing(tmp_path: Path) -> None:
     pyright = shutil.which("pyright")
     if pyright is None:
         pytest.skip("pyright is not installed")
-    probe = subprocess.run([pyright, "--version"], capture_output=True, text=True, timeout=120)
+    try:  # its first run may fetch its node package, which an offline machine cannot
+        probe = subprocess.run([pyright, "--version"], capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.skip("pyright does not start here in time")
     if probe.returncode != 0:
         pytest.skip(f"pyright does not start here: {probe.stderr.strip()[:200]}")
     result = subprocess.run([pyright, str(PROGRAM)], capture_output=True, text=True,
