@@ -1,7 +1,10 @@
 """ZooKeeper's error codes and one exception class per code.
 
-The values are KeeperException.Code's; the class names are kazoo's, so code written
-against kazoo catches the same names. Unknown codes map to the generic ZookeeperError.
+The values are KeeperException.Code's; the class names are kazoo's (its older ``*Exception``
+aliases too), so code written against kazoo catches the same names. Unknown codes map to the
+generic ZookeeperError. Each is a class statement, so type checkers see classes.
+`RolledBackError` (code 0, not in the code table) is what a multi reports for an op that did
+not fail but was undone with the one that did.
 """
 
 from __future__ import annotations
