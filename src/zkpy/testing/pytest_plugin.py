@@ -40,12 +40,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from zkpy.testing import servers as _servers
-from zkpy.testing.proxy import CutMode, TcpProxy
-from zkpy.testing.servers import ServerProcess, free_ports, server_mode, start_zkpy
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the rest loads when a fixture is used: pytest's start-up pays nothing for the plugin
     from zkpy.recipes.clients import AsyncClient, Client
+    from zkpy.testing.proxy import CutMode, TcpProxy
+    from zkpy.testing.servers import ServerProcess
 
 Settings = Mapping[str, str | None]
 
@@ -81,6 +79,8 @@ class ZkServer:
 
     def mode(self) -> str | None:
         """What ``srvr`` says: standalone, leader, follower, observer, read-only; None if it does not serve."""
+        from zkpy.testing.servers import server_mode
+
         return server_mode(self.process)
 
     def kill(self) -> None:
@@ -106,14 +106,16 @@ class ZkServer:
     def restart(self, wait: bool = True, ready_s: float = 30.0) -> None:
         """Stop the server if it runs, then start it again on the same port and data dir; with
         ``wait``, return once it serves."""
+        from zkpy.testing import servers
+
         self.stop()
         if self.myid is None:
-            self.process.proc = start_zkpy(self._settings, ready_s, workdir=self.process.workdir,
+            self.process.proc = servers.start_zkpy(self._settings, ready_s, workdir=self.process.workdir,
                                            port=self.process.port, wait=wait).proc
             return
-        _servers.restart_ensemble_member(self.process)
+        servers.restart_ensemble_member(self.process)
         if wait:
-            _servers.wait_ensemble_serving([self.process], ready_s)
+            servers.wait_ensemble_serving([self.process], ready_s)
 
     def cleanup(self) -> None:
         self.resume()
@@ -136,7 +138,10 @@ class ZkEnsemble:
                  ready_s: float = 60.0) -> None:
         if n < 1:
             raise ValueError("an ensemble needs at least one member")
-        ports = free_ports(3 * n)
+        from zkpy.testing import servers
+        from zkpy.testing.proxy import TcpProxy
+
+        ports = servers.free_ports(3 * n)
         client = [ports[3 * i] for i in range(n)]
         quorum = [ports[3 * i + 1] for i in range(n)]
         election = [ports[3 * i + 2] for i in range(n)]
@@ -157,7 +162,7 @@ class ZkEnsemble:
             for i in range(1, n + 1):
                 own[i][f"server.{i}"] = f"0.0.0.0:{quorum[i - 1]}:{election[i - 1]};127.0.0.1:{client[i - 1]}"
             root = tempfile.mkdtemp(prefix="zk-ensemble-test-")
-            processes = _servers._launch_members(
+            processes = servers._launch_members(
                 root, [("zkpy", i, client[i - 1]) for i in range(1, n + 1)], lines, settings, tick_ms=tick_ms,
                 jvm_props=None, observers=(), wait=True, ready_s=ready_s, member_settings=own)
         except BaseException:
@@ -176,8 +181,10 @@ class ZkEnsemble:
         """The member of ``among`` (default: every running member) that reports itself leader,
         waiting up to ``deadline_s`` for one: after ``isolate(old_leader)``, ``leader(among=rest)``
         waits for the majority to elect a new one."""
+        from zkpy.testing.servers import ensemble_leader
+
         chosen = list(among) if among is not None else [m for m in self.members if m.running]
-        leader = _servers.ensemble_leader([m.process for m in chosen], deadline_s)
+        leader = ensemble_leader([m.process for m in chosen], deadline_s)
         return next(m for m in self.members if m.process is leader)
 
     def followers(self) -> list[ZkServer]:
@@ -185,8 +192,10 @@ class ZkEnsemble:
 
     def wait_serving(self, members: Iterable[ZkServer] | None = None, deadline_s: float = 60.0) -> None:
         """Wait until each of ``members`` (default: every running one) serves as leader or follower."""
+        from zkpy.testing.servers import wait_ensemble_serving
+
         chosen = list(members) if members is not None else [m for m in self.members if m.running]
-        _servers.wait_ensemble_serving([m.process for m in chosen], deadline_s)
+        wait_ensemble_serving([m.process for m in chosen], deadline_s)
 
     def partition(self, *groups: Iterable[ZkServer], mode: CutMode = "blackhole") -> None:
         """Cut every peer link between members of different groups; members named in no group form
@@ -213,9 +222,11 @@ class ZkEnsemble:
                     proxy.restore()
 
     def cleanup(self) -> None:
+        from zkpy.testing.servers import cleanup_ensemble
+
         for m in self.members:
             m.resume()
-        _servers.cleanup_ensemble([m.process for m in self.members])
+        cleanup_ensemble([m.process for m in self.members])
         self._stop_proxies()
 
     def _myid(self, member: ZkServer) -> int:
@@ -237,6 +248,12 @@ def _node_name(request: pytest.FixtureRequest) -> str:
     return f"{name}-{uuid.uuid4().hex[:8]}"
 
 
+def _start_zkpy(settings: Settings | None = None, ready_s: float = 20.0) -> ZkServer:
+    from zkpy.testing.servers import start_zkpy
+
+    return ZkServer(start_zkpy(settings, ready_s), settings)
+
+
 def _client(hosts: str, **kwargs: Any) -> Client:
     from zkpy.recipes.clients import Client
 
@@ -247,7 +264,7 @@ def _client(hosts: str, **kwargs: Any) -> Client:
 def zk_server() -> Iterator[ZkServer]:
     """One standalone zkpy server for the whole session (tests share it: use ``zk_hosts`` or
     ``zk_chroot`` for a tree of the test's own)."""
-    server = ZkServer(start_zkpy())
+    server = _start_zkpy()
     yield server
     server.cleanup()
 
@@ -309,7 +326,7 @@ def zk_server_factory() -> Iterator[Callable[..., ZkServer]]:
     started: list[ZkServer] = []
 
     def start(settings: Settings | None = None, ready_s: float = 20.0) -> ZkServer:
-        server = ZkServer(start_zkpy(settings, ready_s), settings)
+        server = _start_zkpy(settings, ready_s)
         started.append(server)
         return server
 
