@@ -35,7 +35,7 @@ def test_ci_runs_the_readme_test_command() -> None:
 def test_ruff_is_clean() -> None:
     ruff = shutil.which("ruff")
     cmd = [ruff] if ruff else [sys.executable, "-m", "ruff"]
-    result = subprocess.run([*cmd, "check", "src", "tests", "bench"], cwd=ROOT, capture_output=True, text=True)
+    result = subprocess.run([*cmd, "check", "src", "tests", "bench", "examples"], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
