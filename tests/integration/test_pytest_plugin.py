@@ -58,6 +58,17 @@ def test_each_test_gets_an_empty_tree_on_the_shared_server(zk_hosts: str, zk_cli
     assert zk_server.mode() == "standalone"
 
 
+def test_the_earlier_tests_chroots_are_gone(zk_server: ZkServer) -> None:
+    """Runs after the two above (file order): their chroots and everything under them went with them."""
+    kz = KazooClient(zk_server.hosts)
+    kz.start()
+    try:
+        assert kz.get_children("/") == ["zookeeper"]
+    finally:
+        kz.stop()
+        kz.close()
+
+
 def test_the_async_client_runs_in_the_tests_own_loop(zk_async_client: Callable[..., object]) -> None:
     async def main() -> list[str]:
         async with zk_async_client() as zk:  # type: ignore[operator]

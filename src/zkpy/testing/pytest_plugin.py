@@ -271,18 +271,15 @@ def zk_server() -> Iterator[ZkServer]:
 
 @pytest.fixture
 def zk_chroot(zk_server: ZkServer, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A fresh znode path on ``zk_server`` named after the test; it and its subtree go after the test."""
+    """A fresh znode path on ``zk_server`` named after the test; it and its subtree go after the
+    test. The session that makes it (and the one that removes it) is closed while the test runs."""
     path = "/" + _node_name(request)
-    admin = _client(zk_server.hosts)
-    admin.start()
-    try:
+    with _client(zk_server.hosts) as admin:
         admin.create(path)
-        yield path
-    finally:
-        if zk_server.running:
-            with contextlib.suppress(Exception):
-                admin.run(admin.aio.delete, path, recursive=True)
-        admin.close()
+    yield path
+    if zk_server.running:
+        with contextlib.suppress(Exception), _client(zk_server.hosts) as admin:
+            admin.delete(path, recursive=True)
 
 
 @pytest.fixture
