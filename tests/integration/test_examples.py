@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,13 @@ def _pip(cmd: list[str], cwd: Path) -> None:
 
 
 def test_the_example_project_passes_from_the_built_wheel_in_a_fresh_venv(tmp_path: Path) -> None:
+    start = time.monotonic()
+    steps: list[str] = []
+
+    def step(name: str) -> None:  # what each step cost, shown with -s or on failure
+        steps.append(f"{name} {time.monotonic() - start:.1f}s")
+        print("test_examples:", ", ".join(steps))
+
     source = tmp_path / "zkpy"
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
@@ -57,12 +65,14 @@ def test_the_example_project_passes_from_the_built_wheel_in_a_fresh_venv(tmp_pat
     _pip([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(source)], tmp_path)
     wheels = sorted(dist.glob("zkpy_server-*.whl"))
     assert len(wheels) == 1, list(dist.iterdir())
+    step("wheel")
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=_clean_env(), timeout=120)
     python = venv / "bin" / "python"
     _pip([str(python), "-m", "pip", "install", "-q", "--no-compile", str(wheels[0]), "kazoo>=2.10", "pytest>=8.0"],
          tmp_path)
+    step("venv+install")
 
     where = _run([str(python), "-c", "import zkpy; print(zkpy.__file__)"], tmp_path, 60)
     assert where.stdout.strip().startswith(str(venv)), where.stdout + where.stderr  # the wheel's, not this checkout's
@@ -73,6 +83,7 @@ def test_the_example_project_passes_from_the_built_wheel_in_a_fresh_venv(tmp_pat
     example = tmp_path / "jobqueue"
     shutil.copytree(EXAMPLE, example, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
     result = _run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA"], example, 300)
+    step("example tests")
     out = result.stdout + result.stderr
     assert result.returncode == 0, out[-6000:]
     for variant in ("[kazoo]", "[zkpy]"):
