@@ -11,6 +11,7 @@ import sys
 
 import click
 
+from zkpy import __version__
 from zkpy.cli.ensemble import ensemble
 from zkpy.cli.export import export_command, import_command
 from zkpy.cli.security_keys import jaas_path_from_flags, super_users_from_flags, system_property_from_flags
@@ -21,7 +22,7 @@ from zkpy.storage.disk import FaultPlan
 
 
 @click.group()
-@click.version_option(package_name="zkpy")
+@click.version_option(version=__version__, prog_name="zkpy")
 def main() -> None:
     """zkpy: ZooKeeper in Python."""
 
