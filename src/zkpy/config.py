@@ -71,6 +71,7 @@ class QuorumConfig:
     # a standalone server's sessions are all global, as in ZooKeeper 3.8.
     local_sessions: bool = False
     local_sessions_upgrading: bool = False
+    static_path: str = ""  # the zoo.cfg it came from (a reconfig rewrites it; "" when built in code)
 
     @property
     def participants(self) -> tuple[QuorumServer, ...]:
@@ -215,6 +216,7 @@ class ServerConfig:
     admin_command_url: str = "/commands"  # admin.commandURL
     admin_idle_timeout_ms: int = 30000  # admin.idleTimeout
     admin_force_https: bool = False  # admin.forceHttps: HTTPS only, with the ssl.* key store
+    reconfig_enabled: bool = False  # reconfigEnabled: the reconfig op changes the server list at runtime
     initial_configuration: str = ""  # the zoo.cfg as read (key=value lines), for initial_configuration
     # metrics (issue 12): metricsProvider.className naming ZooKeeper's PrometheusMetricsProvider
     metrics_prometheus: bool = False  # serve /metrics (ZooKeeper's default provider serves nothing)

@@ -1,7 +1,10 @@
 """ZooKeeper's error codes and one exception class per code.
 
-The values are KeeperException.Code's; the class names are kazoo's, so code written
-against kazoo catches the same names. Unknown codes map to the generic ZookeeperError.
+The values are KeeperException.Code's; the class names are kazoo's (its older ``*Exception``
+aliases too), so code written against kazoo catches the same names. Unknown codes map to the
+generic ZookeeperError. Each is a class statement, so type checkers see classes.
+`RolledBackError` (code 0, not in the code table) is what a multi reports for an op that did
+not fail but was undone with the one that did.
 """
 
 from __future__ import annotations
@@ -66,50 +69,238 @@ class InvariantError(Exception):
 _BY_CODE: dict[int, type[ZookeeperError]] = {}
 
 
-def _error(name: str, code: Code, retryable: bool = False) -> type[ZookeeperError]:
-    cls = type(name, (ZookeeperError,), {"code": code, "retryable": retryable, "__doc__": f"{code.name} ({int(code)})"})
-    _BY_CODE[int(code)] = cls
-    return cls
+def _register(*classes: type[ZookeeperError]) -> None:
+    for cls in classes:
+        _BY_CODE[int(cls.code)] = cls
 
 
-SystemZookeeperError = _error("SystemZookeeperError", Code.SYSTEMERROR)
-RuntimeInconsistency = _error("RuntimeInconsistency", Code.RUNTIMEINCONSISTENCY)
-DataInconsistency = _error("DataInconsistency", Code.DATAINCONSISTENCY)
-ConnectionLoss = _error("ConnectionLoss", Code.CONNECTIONLOSS, retryable=True)
-MarshallingError = _error("MarshallingError", Code.MARSHALLINGERROR)
-UnimplementedError = _error("UnimplementedError", Code.UNIMPLEMENTED)
-OperationTimeoutError = _error("OperationTimeoutError", Code.OPERATIONTIMEOUT, retryable=True)
-BadArgumentsError = _error("BadArgumentsError", Code.BADARGUMENTS)
-UnknownSessionError = _error("UnknownSessionError", Code.UNKNOWNSESSION)
-NewConfigNoQuorumError = _error("NewConfigNoQuorumError", Code.NEWCONFIGNOQUORUM)
-ReconfigInProcessError = _error("ReconfigInProcessError", Code.RECONFIGINPROGRESS)
-APIError = _error("APIError", Code.APIERROR)
-NoNodeError = _error("NoNodeError", Code.NONODE)
-NoAuthError = _error("NoAuthError", Code.NOAUTH)
-BadVersionError = _error("BadVersionError", Code.BADVERSION)
-NoChildrenForEphemeralsError = _error("NoChildrenForEphemeralsError", Code.NOCHILDRENFOREPHEMERALS)
-NodeExistsError = _error("NodeExistsError", Code.NODEEXISTS)
-NotEmptyError = _error("NotEmptyError", Code.NOTEMPTY)
-SessionExpiredError = _error("SessionExpiredError", Code.SESSIONEXPIRED)
-InvalidCallbackError = _error("InvalidCallbackError", Code.INVALIDCALLBACK)
-InvalidACLError = _error("InvalidACLError", Code.INVALIDACL)
-AuthFailedError = _error("AuthFailedError", Code.AUTHFAILED)
-SessionMovedError = _error("SessionMovedError", Code.SESSIONMOVED)
-NotReadOnlyCallError = _error("NotReadOnlyCallError", Code.NOTREADONLY)
-EphemeralOnLocalSessionError = _error("EphemeralOnLocalSessionError", Code.EPHEMERALONLOCALSESSION)
-NoWatcherError = _error("NoWatcherError", Code.NOWATCHER)
-RequestTimeoutError = _error("RequestTimeoutError", Code.REQUESTTIMEOUT)
-ReconfigDisabledError = _error("ReconfigDisabledError", Code.RECONFIGDISABLED)
-SessionClosedRequireSaslError = _error("SessionClosedRequireSaslError", Code.SESSIONCLOSEDREQUIRESASLAUTH)
-QuotaExceededError = _error("QuotaExceededError", Code.QUOTAEXCEEDED)
-ThrottledOpError = _error("ThrottledOpError", Code.THROTTLEDOP)
+# Real class statements (not built with type()), so type checkers see classes: a user may
+# subclass them and name them in annotations.
+class SystemZookeeperError(ZookeeperError):
+    """SYSTEMERROR (-1)"""
+
+    code = Code.SYSTEMERROR
 
 
-class ConnectionClosedError(ConnectionLoss):  # type: ignore[valid-type,misc]
+class RuntimeInconsistency(ZookeeperError):
+    """RUNTIMEINCONSISTENCY (-2)"""
+
+    code = Code.RUNTIMEINCONSISTENCY
+
+
+class DataInconsistency(ZookeeperError):
+    """DATAINCONSISTENCY (-3)"""
+
+    code = Code.DATAINCONSISTENCY
+
+
+class ConnectionLoss(ZookeeperError):
+    """CONNECTIONLOSS (-4)"""
+
+    code = Code.CONNECTIONLOSS
+    retryable = True
+
+
+class MarshallingError(ZookeeperError):
+    """MARSHALLINGERROR (-5)"""
+
+    code = Code.MARSHALLINGERROR
+
+
+class UnimplementedError(ZookeeperError):
+    """UNIMPLEMENTED (-6)"""
+
+    code = Code.UNIMPLEMENTED
+
+
+class OperationTimeoutError(ZookeeperError):
+    """OPERATIONTIMEOUT (-7)"""
+
+    code = Code.OPERATIONTIMEOUT
+    retryable = True
+
+
+class BadArgumentsError(ZookeeperError):
+    """BADARGUMENTS (-8)"""
+
+    code = Code.BADARGUMENTS
+
+
+class UnknownSessionError(ZookeeperError):
+    """UNKNOWNSESSION (-12)"""
+
+    code = Code.UNKNOWNSESSION
+
+
+class NewConfigNoQuorumError(ZookeeperError):
+    """NEWCONFIGNOQUORUM (-13)"""
+
+    code = Code.NEWCONFIGNOQUORUM
+
+
+class ReconfigInProcessError(ZookeeperError):
+    """RECONFIGINPROGRESS (-14)"""
+
+    code = Code.RECONFIGINPROGRESS
+
+
+class APIError(ZookeeperError):
+    """APIERROR (-100)"""
+
+    code = Code.APIERROR
+
+
+class NoNodeError(ZookeeperError):
+    """NONODE (-101)"""
+
+    code = Code.NONODE
+
+
+class NoAuthError(ZookeeperError):
+    """NOAUTH (-102)"""
+
+    code = Code.NOAUTH
+
+
+class BadVersionError(ZookeeperError):
+    """BADVERSION (-103)"""
+
+    code = Code.BADVERSION
+
+
+class NoChildrenForEphemeralsError(ZookeeperError):
+    """NOCHILDRENFOREPHEMERALS (-108)"""
+
+    code = Code.NOCHILDRENFOREPHEMERALS
+
+
+class NodeExistsError(ZookeeperError):
+    """NODEEXISTS (-110)"""
+
+    code = Code.NODEEXISTS
+
+
+class NotEmptyError(ZookeeperError):
+    """NOTEMPTY (-111)"""
+
+    code = Code.NOTEMPTY
+
+
+class SessionExpiredError(ZookeeperError):
+    """SESSIONEXPIRED (-112)"""
+
+    code = Code.SESSIONEXPIRED
+
+
+class InvalidCallbackError(ZookeeperError):
+    """INVALIDCALLBACK (-113)"""
+
+    code = Code.INVALIDCALLBACK
+
+
+class InvalidACLError(ZookeeperError):
+    """INVALIDACL (-114)"""
+
+    code = Code.INVALIDACL
+
+
+class AuthFailedError(ZookeeperError):
+    """AUTHFAILED (-115)"""
+
+    code = Code.AUTHFAILED
+
+
+class SessionMovedError(ZookeeperError):
+    """SESSIONMOVED (-118)"""
+
+    code = Code.SESSIONMOVED
+
+
+class NotReadOnlyCallError(ZookeeperError):
+    """NOTREADONLY (-119)"""
+
+    code = Code.NOTREADONLY
+
+
+class EphemeralOnLocalSessionError(ZookeeperError):
+    """EPHEMERALONLOCALSESSION (-120)"""
+
+    code = Code.EPHEMERALONLOCALSESSION
+
+
+class NoWatcherError(ZookeeperError):
+    """NOWATCHER (-121)"""
+
+    code = Code.NOWATCHER
+
+
+class RequestTimeoutError(ZookeeperError):
+    """REQUESTTIMEOUT (-122)"""
+
+    code = Code.REQUESTTIMEOUT
+
+
+class ReconfigDisabledError(ZookeeperError):
+    """RECONFIGDISABLED (-123)"""
+
+    code = Code.RECONFIGDISABLED
+
+
+class SessionClosedRequireSaslError(ZookeeperError):
+    """SESSIONCLOSEDREQUIRESASLAUTH (-124)"""
+
+    code = Code.SESSIONCLOSEDREQUIRESASLAUTH
+
+
+class QuotaExceededError(ZookeeperError):
+    """QUOTAEXCEEDED (-125)"""
+
+    code = Code.QUOTAEXCEEDED
+
+
+class ThrottledOpError(ZookeeperError):
+    """THROTTLEDOP (-127)"""
+
+    code = Code.THROTTLEDOP
+
+
+_register(SystemZookeeperError, RuntimeInconsistency, DataInconsistency, ConnectionLoss, MarshallingError, UnimplementedError, OperationTimeoutError, BadArgumentsError, UnknownSessionError, NewConfigNoQuorumError, ReconfigInProcessError, APIError, NoNodeError, NoAuthError, BadVersionError, NoChildrenForEphemeralsError, NodeExistsError, NotEmptyError, SessionExpiredError, InvalidCallbackError, InvalidACLError, AuthFailedError, SessionMovedError, NotReadOnlyCallError, EphemeralOnLocalSessionError, NoWatcherError, RequestTimeoutError, ReconfigDisabledError, SessionClosedRequireSaslError, QuotaExceededError, ThrottledOpError)
+
+
+class RolledBackError(RuntimeInconsistency):
+    """A multi's op that did not fail but was rolled back with the op that did (its result
+    carries code 0; kazoo's name). A RuntimeInconsistency, as zkpy reported it before."""
+
+    code = Code.OK
+
+
+class ConnectionClosedError(ConnectionLoss):
     """The client was closed or never started (kazoo's name). A ConnectionLoss, so handlers of
     that still catch it, but not retryable: no retry can reopen a closed client."""
 
     retryable = False
+
+
+# kazoo's older names (kazoo.exceptions keeps them as aliases too)
+ConnectionLossException = ConnectionLoss
+MarshallingErrorException = MarshallingError
+SystemErrorException = SystemZookeeperError
+RuntimeInconsistencyException = RuntimeInconsistency
+DataInconsistencyException = DataInconsistency
+UnimplementedException = UnimplementedError
+OperationTimeoutException = OperationTimeoutError
+BadArgumentsException = BadArgumentsError
+ApiErrorException = APIError
+NoNodeException = NoNodeError
+NoAuthException = NoAuthError
+BadVersionException = BadVersionError
+NoChildrenForEphemeralsException = NoChildrenForEphemeralsError
+NodeExistsException = NodeExistsError
+InvalidACLException = InvalidACLError
+AuthFailedException = AuthFailedError
+NotEmptyException = NotEmptyError
+SessionExpiredException = SessionExpiredError
+InvalidCallbackException = InvalidCallbackError
 
 
 def error_for(code: int, path: str | None = None) -> ZookeeperError:

@@ -38,7 +38,7 @@ from zkpy.testing.servers import (
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 ADMIN_GUIDE_NO_EFFECT = {"tcpKeepAlive", "electionPortBindRetry", "clientPortListenBacklog",
                          "globalOutstandingLimit", "fsync.warningthresholdms"}  # admin.*, metricsProvider.*: honoured
-KAZOO_NO_EFFECT = {"serverCnxnFactory", "reconfigEnabled", "authProvider.1"}
+KAZOO_NO_EFFECT = {"serverCnxnFactory", "authProvider.1"}
 NO_EFFECT_LINE = re.compile(r" WARNING zkpy\.config: (?P<cfg>\S+): (?P<key>\S+) has no effect in zkpy: ")
 
 needs_apache = pytest.mark.skipif(not apache_available(), reason="Apache ZooKeeper 3.8 (Debian) is not installed")

@@ -1,4 +1,5 @@
-"""docs/recipes.md's examples run as written, against zkpy and Apache ZooKeeper.
+"""docs/recipes.md's examples run as written against Apache ZooKeeper too (every docs/ example runs
+against a fresh zkpy server in tests/integration/test_docs.py).
 
 Each ```python block runs on its own, with ``127.0.0.1:2181`` replaced by the test server under a
 fresh chroot (so the examples' paths start empty and runs do not meet)."""
@@ -27,13 +28,13 @@ def test_the_doc_has_an_example_per_recipe() -> None:
 
 
 @pytest.mark.parametrize("index", range(len(EXAMPLES)))
-def test_doc_example_runs(any_server: ServerProcess, index: int) -> None:
+def test_doc_example_runs_on_apache(apache_server: ServerProcess, index: int) -> None:
     chroot = f"/docs-{uuid.uuid4().hex[:10]}"
-    kz = KazooClient(any_server.hosts)
+    kz = KazooClient(apache_server.hosts)
     kz.start()
     try:
         kz.ensure_path(chroot)
-        code = EXAMPLES[index].replace("127.0.0.1:2181", any_server.hosts + chroot)
+        code = EXAMPLES[index].replace("127.0.0.1:2181", apache_server.hosts + chroot)
         exec(compile(code, f"docs/recipes.md example {index + 1}", "exec"), {"__name__": "__docs__"})
         kz.delete(chroot, recursive=True)
     finally:

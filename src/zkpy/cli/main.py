@@ -11,7 +11,9 @@ import sys
 
 import click
 
+from zkpy import __version__
 from zkpy.cli.ensemble import ensemble
+from zkpy.cli.export import export_command, import_command
 from zkpy.cli.security_keys import jaas_path_from_flags, super_users_from_flags, system_property_from_flags
 from zkpy.cli.shell import shell
 from zkpy.cli.storage_tools import logdump, purge, snapdump
@@ -21,7 +23,7 @@ from zkpy.storage.disk import FaultPlan
 
 
 @click.group()
-@click.version_option(package_name="zkpy")
+@click.version_option(version=__version__, prog_name="zkpy")
 def main() -> None:
     """zkpy: ZooKeeper in Python."""
 
@@ -276,10 +278,13 @@ def _fault_plan(specs: tuple[str, ...]) -> FaultPlan | None:
 
 
 def _run(config: ServerConfig, faults: FaultPlan | None = None) -> None:
+    from zkpy.cli.progress import RecoveryBar, progress_wanted
     from zkpy.runtime.server import DiskFailure, serve
     from zkpy.storage.recovery import RecoveryError
     from zkpy.storage.snapshot import SnapshotError
     from zkpy.storage.txnlog import CorruptLogError
+
+    bar = RecoveryBar(progress_wanted(output_to_stdout=False))
 
     async def runner() -> None:
         stop = asyncio.Event()
@@ -289,9 +294,9 @@ def _run(config: ServerConfig, faults: FaultPlan | None = None) -> None:
         if config.quorum is not None and config.quorum.is_ensemble:
             from zkpy.runtime.peer import serve_quorum
 
-            await serve_quorum(config, stop, faults)
+            await serve_quorum(config, stop, faults, recovery_progress=bar)
         else:
-            await serve(config, stop, faults)
+            await serve(config, stop, faults, recovery_progress=bar)
 
     try:
         try:
@@ -322,6 +327,8 @@ main.add_command(purge)
 main.add_command(logdump)
 main.add_command(snapdump)
 main.add_command(ensemble)
+main.add_command(export_command)
+main.add_command(import_command)
 main.add_command(shell)
 
 if __name__ == "__main__":

@@ -2,6 +2,9 @@
 
 They read the same files ZooKeeper 3.8 writes, so they work on Apache ZooKeeper's data dirs
 too (PurgeTxnLog, TxnLogToolkit and SnapshotFormatter are the Java counterparts).
+
+logdump and snapdump print to stdout only what they dump: a progress bar is drawn on stderr, and
+only when stderr is a terminal and stdout is not (``zkpy logdump LOG > out.txt``).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import sys
 
 import click
 
+from zkpy.cli.progress import ProgressBar, progress_wanted
 from zkpy.runtime.osdisk import OsDisk
 from zkpy.storage.files import DataDirs
 from zkpy.storage.files import purge as purge_files
@@ -47,9 +51,11 @@ def logdump(log_file: str) -> None:
         click.echo(f"zkpy: {log_file}: not a ZooKeeper txn log (bad or missing header)", err=True)
         sys.exit(1)
     click.echo(f"ZooKeeper Transactional Log File with dbid 0 txnlog format version 2 ({os.path.basename(log_file)})")
-    with click.progressbar(scan.entries, label="txns", file=sys.stderr) as entries:
-        for entry in entries:
+    total = len(scan.entries)
+    with ProgressBar("txns", progress_wanted(output_to_stdout=True), total) as bar:
+        for n, entry in enumerate(scan.entries, 1):
             click.echo(describe_entry(entry))
+            bar.update(n, total)
     click.echo(f"EOF reached after {len(scan.entries)} txns.")
     if scan.torn:
         click.echo(f"torn tail after offset {scan.good_end}: the server truncates it on its next start")
@@ -66,6 +72,7 @@ def snapdump(snapshot_file: str) -> None:
         click.echo(f"zkpy: {exc}", err=True)
         sys.exit(1)
     lines = list(describe_snapshot(loaded))
-    with click.progressbar(lines, label="lines", file=sys.stderr) as bar:
-        for line in bar:
+    with ProgressBar("lines", progress_wanted(output_to_stdout=True), len(lines)) as bar:
+        for n, line in enumerate(lines, 1):
             click.echo(line)
+            bar.update(n, len(lines))

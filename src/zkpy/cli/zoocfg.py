@@ -34,9 +34,11 @@ from zkpy.cli.security_keys import SSL_KEYS_WITHOUT_EFFECT, is_security_key, sec
 from zkpy.cli.zoocfg_keys import KEYS, Treatment, refuses, rule_for
 from zkpy.config import LearnerType, QuorumConfig, QuorumServer, ServerConfig
 from zkpy.ids import ServerId
+from zkpy.quorum.dynconfig import endpoint_clash, parse_server, server_id
 from zkpy.quorum.hierarchical import HierarchyError, QuorumHierarchical
 
 log = logging.getLogger("zkpy.config")
+_DIGITS = re.compile(r"[0-9]+")
 
 MyidReader = Callable[[str], str | None]
 """Given the path of ``dataDir/myid``: its text, or ``None`` when there is no such file (may raise OSError)."""
@@ -101,8 +103,11 @@ def load_zoo_cfg(path: str, read_myid: MyidReader = read_myid_file, jaas_path: s
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     config = config_from_properties(props, path, read_myid, jaas_path, loopback_note=loopback_note)
     if "dynamicConfigFile" in props and os.path.exists(path + NEXT_DYNAMIC_SUFFIX):
-        _warner(path)(path + NEXT_DYNAMIC_SUFFIX, "it holds the configuration of a reconfig in progress, and zkpy "
-                      "runs no reconfig; the server list is dynamicConfigFile's")
+        _warner(path)(path + NEXT_DYNAMIC_SUFFIX, "it holds the configuration of a reconfig in progress; zkpy does "
+                      "not read it: a reconfig whose txn is in the log is completed from the log (/zookeeper/config) "
+                      "by the next leader; the server list is dynamicConfigFile's")
+    if config.quorum is not None:
+        config = replace(config, quorum=replace(config.quorum, static_path=os.path.abspath(path)))
     return config
 
 
@@ -202,6 +207,8 @@ def config_from_properties(props: dict[str, str], source: str, read_myid: MyidRe
             values["extended_types"] = _bool(source, key, value)
         elif key in ("enforceQuota", "zookeeper.enforceQuota"):
             values["enforce_quota"] = _bool(source, key, value)
+        elif key == "reconfigEnabled":
+            values["reconfig_enabled"] = _bool(source, key, value)
         elif key in ("admin.enableServer", "admin.forceHttps"):
             values["admin_enabled" if key == "admin.enableServer" else "admin_force_https"] = _bool(source, key, value)
         elif key == "metricsProvider.className":
@@ -400,85 +407,16 @@ def _read_dynamic(source: str, path: str, read_file: Callable[[str], str]) -> tu
     return full, props, _version_from_name(full)
 
 
-_SERVER_FORM = "expected host:peerPort:electionPort[:participant|observer][;[clientHost:]clientPort]"
-_DIGITS = re.compile(r"[0-9]+")
-
-
-def _host_and_port(text: str) -> list[str]:
-    """``host:port[:...]`` split on colons, with an IPv6 host in brackets kept whole (unbracketed)."""
-    if not text.startswith("["):
-        return text.split(":")
-    end = text.find("]")
-    if end < 0:
-        raise ValueError(f"{text!r} starts with '[' but has no ']'")
-    if end + 1 == len(text):
-        return [text[1:end]]
-    if text[end + 1] != ":" or end + 2 == len(text):
-        raise ValueError(f"{text!r} has no port after ']:'")
-    return [text[1:end], *text[end + 2 :].split(":")]
-
-
 def _parse_server(source: str, key: str, value: str) -> QuorumServer:
-    """One ``server.N`` line, as ZooKeeper 3.8's ``QuorumServer`` reads it (no name resolution)."""
-
-    def bad(problem: str) -> ConfigError:
-        return ConfigError(f"{source}: {key}={value}: {problem}")
-
-    sid_text = key[len("server.") :]
-    if not _DIGITS.fullmatch(sid_text):
-        raise ConfigError(f"{source}: {key}: server id {sid_text!r} is not a number")
-    parts = value.split(";")
-    if len(parts) > 2:
-        raise bad(f"more than one ';' ({_SERVER_FORM})")
-    if "|" in parts[0]:
-        raise bad("several addresses joined by '|' (multiAddress.enabled) are not supported: zkpy reads one "
-                  "address per server")
+    """One ``server.N`` line, as ZooKeeper 3.8's ``QuorumServer`` reads it (``quorum.dynconfig``)."""
     try:
-        server_parts = _host_and_port(parts[0].strip())
-        client_parts = _host_and_port(parts[1].strip()) if len(parts) == 2 else []
+        sid = server_id(key)
     except ValueError as exc:
-        raise bad(str(exc)) from None
-    if len(server_parts) not in (3, 4) or len(client_parts) > 2:
-        raise bad(_SERVER_FORM)
-    host = server_parts[0].strip()
-    if not host:
-        raise bad("the host is empty")
-
-    def port(text: str, name: str) -> int:
-        text = text.strip()
-        if not _DIGITS.fullmatch(text):
-            raise bad(f"{name} {text!r} is not a number")
-        number = int(text)
-        if number > 65535:
-            raise bad(f"{name} {number} is out of range")
-        return number
-
-    peer_port = port(server_parts[1], "peerPort")
-    election_port = port(server_parts[2], "electionPort")
-    if peer_port == election_port:
-        raise bad(f"peerPort and electionPort are both {peer_port}; they must differ")
-    role = LearnerType.PARTICIPANT
-    if len(server_parts) == 4:
-        name = server_parts[3].strip().lower()
-        if name not in ("participant", "observer"):
-            raise bad(f"role {server_parts[3]!r} is neither participant nor observer")
-        role = LearnerType(name)
-    client_host: str | None = None
-    client_port: int | None = None
-    if client_parts:
-        client_port = port(client_parts[-1], "clientPort")
-        if len(client_parts) == 2:
-            client_host = client_parts[0].strip()
-            if not client_host:
-                raise bad("the client host is empty")
-    return QuorumServer(ServerId(int(sid_text)), host, peer_port, election_port, role, client_host, client_port)
-
-
-def _is_wildcard(host: str) -> bool:
+        raise ConfigError(f"{source}: {key}: {exc}") from None
     try:
-        return ipaddress.ip_address(host).is_unspecified
-    except ValueError:
-        return False
+        return parse_server(sid, value)
+    except ValueError as exc:
+        raise ConfigError(f"{source}: {key}={value}: {exc}") from None
 
 
 def _same_host(a: str, b: str) -> bool:
@@ -488,29 +426,20 @@ def _same_host(a: str, b: str) -> bool:
         return a.lower() == b.lower()
 
 
+def _is_wildcard(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
+
+
 def _check_distinct_endpoints(source: str, servers: list[QuorumServer]) -> None:
     """No two listeners of the ensemble share a host and port. ZooKeeper 3.8 refuses only a line
     whose peer and election ports are equal (and checks the rest on reconfig); a config that binds
-    one address twice can never run, so zkpy refuses it up front. Hosts are compared as written
-    (no DNS); a client address without a host (or a wildcard one) is on the server's own host."""
-    seen: dict[tuple[str, int], str] = {}
-    for s in servers:
-        endpoints = [(s.host, s.peer_port, "peerPort"), (s.host, s.election_port, "electionPort")]
-        if s.client_port is not None:
-            client_host = s.client_host if s.client_host and not _is_wildcard(s.client_host) else s.host
-            endpoints.append((client_host, s.client_port, "clientPort"))
-        for host, port, name in endpoints:
-            if port == 0:
-                continue
-            norm = host.lower()
-            try:
-                norm = str(ipaddress.ip_address(host))
-            except ValueError:
-                pass
-            what = f"server.{s.sid} {name}"
-            if (norm, port) in seen:
-                raise ConfigError(f"{source}: {what} and {seen[norm, port]} both use {host}:{port}")
-            seen[norm, port] = what
+    one address twice can never run, so zkpy refuses it up front (``dynconfig.endpoint_clash``)."""
+    clash = endpoint_clash(servers)
+    if clash is not None:
+        raise ConfigError(f"{source}: {clash}")
 
 
 def _quorum_config(source: str, props: dict[str, str], values: dict[str, Any], quorum_values: dict[str, Any],

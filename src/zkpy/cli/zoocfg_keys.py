@@ -135,8 +135,9 @@ KEYS: dict[str, KeyRule] = {
                                       "bool"),
     "zkpy.quorumSync": _honoured("zkpy's own: a sync is answered only after a quorum confirms the leader",
                                  "quorum.quorum_sync", "bool"),
-    "reconfigEnabled": _none("zkpy refuses every reconfig request (ReconfigDisabled), as ZooKeeper does "
-                             "with reconfigEnabled=false", "false"),
+    "reconfigEnabled": _honoured("true: the reconfig command changes the ensemble at runtime (dynamic files "
+                                 "zoo.cfg.dynamic.<version>, zoo.cfg rewritten as ZooKeeper does); false: "
+                                 "ReconfigDisabled", "reconfig_enabled"),
     "group.N": _honoured("hierarchical quorums (QuorumHierarchical): group.G=sid:sid:... puts servers in a "
                          "group; a quorum is a weighted majority in a majority of the groups", "quorum.groups"),
     "weight.N": _honoured("weight.SID=W weighs a server in its group (default 1; 0: never leads)",

@@ -24,10 +24,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import re
 import ssl
+import warnings
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, Literal, overload
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import Any, Literal, ParamSpec, Self, TypeVar, overload
 
 from zkpy.errors import (
     ConnectionClosedError,
@@ -36,7 +38,7 @@ from zkpy.errors import (
     NoNodeError,
     NoWatcherError,
     ProtocolError,
-    RuntimeInconsistency,
+    RolledBackError,
     SessionExpiredError,
     ZookeeperError,
     error_for,
@@ -60,6 +62,7 @@ from zkpy.wire.proto import (
     GetDataRequest,
     GetEphemeralsRequest,
     Id,
+    ReconfigRequest,
     RemoveWatchesRequest,
     SetACLRequest,
     SetDataRequest,
@@ -79,14 +82,22 @@ from .core import (
     WatchFired,
     WatchRegistration,
     WatchRemoval,
+    parse_hosts,
     validate_path,
 )
+from .retry import KazooRetry, RetryPolicy, retry_policy
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
 OPEN_ACL_UNSAFE = [ACL(int(Perms.ALL), Id("world", "anyone"))]
 Listener = Callable[[ClientState], Any]
 WatchCallback = Callable[[WatchedEvent], Any]
+RetryArg = RetryPolicy | KazooRetry | Mapping[str, Any] | None  # a policy, or kazoo's KazooRetry arguments
+
+_VERSION = re.compile(r"(\d+(?:\.\d+)+)")
 
 
 RECV_BUFFER_BYTES = 64 * 1024  # one reusable receive buffer per connection
@@ -136,8 +147,8 @@ class Transaction:
         self._ops: list[Op] = []
         self.committed = False
 
-    def create(self, path: str, value: bytes = b"", acl: Sequence[ACL] | None = None, *, ephemeral: bool = False,
-               sequence: bool = False, container: bool = False, ttl_ms: int | None = None) -> None:
+    def create(self, path: str, value: bytes = b"", acl: Sequence[ACL] | None = None, ephemeral: bool = False,
+               sequence: bool = False, *, container: bool = False, ttl_ms: int | None = None) -> None:
         op, rec = self._client._create_record(path, value, acl, ephemeral, sequence, container, ttl_ms, False)
         self._ops.append(Op(op, rec))
 
@@ -155,8 +166,8 @@ class Transaction:
 
     async def commit(self) -> list[Any]:
         """One result per op: the path (create), ``Stat`` (set_data), ``True`` (delete, check); if the
-        multi failed, the ``ZookeeperError`` of each op (``RuntimeInconsistency`` for the ops that
-        were not the cause)."""
+        multi failed, the ``ZookeeperError`` of each op (for the ops that were not the cause,
+        ``RolledBackError`` before it and ``RuntimeInconsistency`` after it, as kazoo reports them)."""
         if self.committed:
             raise ValueError("transaction already committed")
         self.committed = True
@@ -170,7 +181,7 @@ class Transaction:
         for op, r in zip(self._ops, results):
             if r.type == OpCode.ERROR:
                 out.append(error_for(r.err, getattr(op.request, "path", None)) if r.err
-                           else RuntimeInconsistency("", getattr(op.request, "path", None)))
+                           else RolledBackError("", getattr(op.request, "path", None)))
             elif r.type in (OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_TTL, OpCode.CREATE_CONTAINER):
                 out.append(r.path)
             elif r.type == OpCode.SET_DATA:
@@ -190,21 +201,27 @@ class Transaction:
 class AsyncClient:
     """A ZooKeeper session over asyncio; see docs/client.md for the whole API."""
 
-    def __init__(self, hosts: str, *, session_timeout: float = 10.0, connect_timeout: float | None = None,
-                 read_only: bool = False, auth: Sequence[tuple[str, bytes]] = (),
-                 default_acl: Sequence[ACL] | None = None, ssl_context: ssl.SSLContext | None = None,
-                 rng: random.Random | None = None, max_outstanding: int = 10_000) -> None:
+    def __init__(self, hosts: str = "127.0.0.1:2181", *, session_timeout: float = 10.0,
+                 connect_timeout: float | None = None, read_only: bool = False,
+                 auth: Sequence[tuple[str, bytes | str]] = (), default_acl: Sequence[ACL] | None = None,
+                 ssl_context: ssl.SSLContext | None = None, rng: random.Random | None = None,
+                 max_outstanding: int = 10_000, client_id: tuple[int, bytes] | None = None,
+                 randomize_hosts: bool = True, connection_retry: RetryArg = None,
+                 command_retry: RetryArg = None, create_chroot: bool = False) -> None:
         if max_outstanding < 1:
             raise ValueError("max_outstanding must be at least 1")
-        self._core = ClientCore(
-            hosts,
-            session_timeout_ms=int(session_timeout * 1000),
-            connect_timeout_ms=None if connect_timeout is None else int(connect_timeout * 1000),
-            read_only=read_only,
-            rng=rng if rng is not None else random.Random(),
-            auth=auth,
-        )
+        parse_hosts(hosts)  # a bad connect string fails here, not at start()
+        self._rng = rng if rng is not None else random.Random()
+        self.randomize_hosts = randomize_hosts
+        self._connect_timeout = connect_timeout
+        self.read_only = read_only
+        self.auth = [(scheme, cred.encode() if isinstance(cred, str) else cred) for scheme, cred in auth]
         self.hosts = hosts
+        self.session_timeout = session_timeout
+        self.create_chroot = create_chroot
+        self.connection_retry = retry_policy(connection_retry)
+        self.command_retry = retry_policy(command_retry) or RetryPolicy()
+        self._core = self._new_core(client_id)
         self.session_timeout = session_timeout
         self.default_acl = list(default_acl) if default_acl is not None else OPEN_ACL_UNSAFE
         self.ssl_context = ssl_context
@@ -242,7 +259,18 @@ class AsyncClient:
 
     @property
     def client_id(self) -> tuple[int, bytes]:
+        """``(session_id, password)``: pass it as ``client_id=`` to resume this session from
+        another client (``(0, ...)`` before the first session)."""
         return self._core.session_id, self._core.session_passwd
+
+    @property
+    def client_state(self) -> ClientState:
+        """kazoo's name for `state`."""
+        return self._core.state
+
+    def unchroot(self, path: str) -> str:
+        """``path`` (a server path) relative to the chroot."""
+        return self._core.client_path(path)
 
     @property
     def negotiated_timeout_ms(self) -> int:
@@ -260,18 +288,81 @@ class AsyncClient:
 
     # ------------------------------------------------------------------ lifecycle
 
+    def _new_core(self, session: tuple[int, bytes] | None) -> ClientCore:
+        return ClientCore(
+            self.hosts,
+            session_timeout_ms=int(self.session_timeout * 1000),
+            connect_timeout_ms=None if self._connect_timeout is None else int(self._connect_timeout * 1000),
+            read_only=self.read_only,
+            rng=self._rng if self.randomize_hosts else None,
+            auth=self.auth,
+            session=session,
+        )
+
     async def start(self, timeout: float = 15.0) -> None:
-        """Connect and establish the session; ConnectionLoss if no server accepts it in time."""
+        """Connect and establish the session; ConnectionLoss if no server accepts it in time.
+
+        A client that was stopped (or whose session ended) starts a new session, as kazoo's
+        does; its listeners stay, its watches are gone. With a chroot that does not exist,
+        warns (``UserWarning``), or creates it if the client was made with ``create_chroot``."""
+        warning = await self._start(timeout)
+        if warning is not None:
+            log.warning("%s", warning)
+            warnings.warn(warning, UserWarning, stacklevel=2)
+
+    async def _start(self, timeout: float) -> str | None:
+        """`start`, returning the warning to give (the chroot is missing) for the caller to give."""
+        if self._run_task is not None and self._run_task.done():
+            self._run_task = None  # the connection loop gave up (connection_retry)
         if self._run_task is not None:
             raise RuntimeError("start() called twice")
+        if self._core.state.is_terminal:
+            self._core = self._new_core(None)
         self._loop = asyncio.get_running_loop()
         self._run_task = self._loop.create_task(self._run(), name="zkpy-client-connect")
         self._run_task.add_done_callback(_report_crash)
         try:
             await self._wait_connected(timeout)
+            if self._core.chroot is not None:
+                return await self._check_chroot(self._core.chroot)
+            return None
         except BaseException:
             await self._shutdown()
             raise
+
+    async def _check_chroot(self, chroot: str) -> str | None:
+        if await self.exists("/") is not None:
+            return None
+        if not self.create_chroot:
+            return (f"the chroot {chroot} does not exist on the server: create it, or make the "
+                    "client with create_chroot=True")
+        parts = chroot.split("/")[1:]
+        for i in range(1, len(parts) + 1):
+            node = "/" + "/".join(parts[:i])
+            try:
+                await self._call(OpCode.CREATE, CreateRequest(node, b"", self.default_acl, int(CreateMode.PERSISTENT)),
+                                 node, absolute=True)
+            except NodeExistsError:
+                pass
+        return None
+
+    async def stop(self) -> None:
+        """kazoo's name for `close`: close the session and the connection (``start()`` again
+        makes a new session)."""
+        await self.close()
+
+    async def restart(self) -> None:
+        """`stop`, then `start` (a new session)."""
+        await self.close()
+        await self.start()
+
+    def set_hosts(self, hosts: str, randomize_hosts: bool | None = None) -> None:
+        """Use another host list from the next connection attempt on; the current connection
+        is kept. ValueError if ``hosts`` names another chroot."""
+        if randomize_hosts is not None:
+            self.randomize_hosts = randomize_hosts
+        self._core.set_hosts(hosts, self._rng if self.randomize_hosts else None)
+        self.hosts = hosts
 
     async def close(self) -> None:
         """Close the session (closeSession: its ephemerals go) and the connection."""
@@ -305,7 +396,7 @@ class AsyncClient:
             except asyncio.CancelledError:
                 pass
 
-    async def __aenter__(self) -> AsyncClient:
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 
@@ -318,6 +409,15 @@ class AsyncClient:
         core = self._core
         while not core.state.is_terminal:
             delay = core.backoff_ms()
+            policy = self.connection_retry
+            if delay and policy is not None:  # every host failed again: the policy decides
+                rounds = core.failed_rounds + 1
+                if policy.max_tries is not None and rounds >= policy.max_tries:
+                    log.warning("no server accepted a connection in %d rounds (connection_retry): "
+                                "closing the client", rounds)
+                    self._dispatch(core.close())
+                    return
+                delay = int(policy.next_delay(rounds) * 1000)
             if delay:
                 await asyncio.sleep(delay / 1000)
             host, port = core.next_host()
@@ -498,7 +598,8 @@ class AsyncClient:
                 why = f" (last connect error: {self._last_connect_error})" if self._last_connect_error else ""
                 raise ConnectionLoss(f"no server accepted the session in time{why}") from None
 
-    async def _submit(self, op: int, record: Any, watch: WatchRegistration | WatchRemoval | None = None) -> Reply:
+    async def _submit(self, op: int, record: Any, watch: WatchRegistration | WatchRemoval | None = None,
+                      absolute: bool = False) -> Reply:
         await self._acquire_slot()
         try:
             if not self._core.state.is_connected or self._conn is None:
@@ -506,7 +607,8 @@ class AsyncClient:
             conn = self._conn
             assert conn is not None and conn.transport is not None
             fut: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
-            conn.transport.write(self._core.request(op, record, fut, watch=watch, now_ms=self._now_ms()))
+            conn.transport.write(self._core.request(op, record, fut, watch=watch, now_ms=self._now_ms(),
+                                                    absolute=absolute))
             return await fut
         finally:
             self._release_slot()
@@ -536,8 +638,8 @@ class AsyncClient:
         self._outstanding -= 1
 
     async def _call(self, op: int, record: Any, path: str | None,
-                    watch: WatchRegistration | WatchRemoval | None = None) -> Any:
-        reply = await self._submit(op, record, watch)
+                    watch: WatchRegistration | WatchRemoval | None = None, absolute: bool = False) -> Any:
+        reply = await self._submit(op, record, watch, absolute)
         if reply.err:
             raise error_for(reply.err, path)
         return reply.response
@@ -566,21 +668,33 @@ class AsyncClient:
         return (OpCode.CREATE2 if include_stat else OpCode.CREATE), CreateRequest(path, value, acl_list, int(mode))
 
     @overload
-    async def create(self, path: str, value: bytes = ..., acl: Sequence[ACL] | None = ..., *,
-                     ephemeral: bool = ..., sequence: bool = ..., container: bool = ..., ttl_ms: int | None = ...,
+    async def create(self, path: str, value: bytes = ..., acl: Sequence[ACL] | None = ...,
+                     ephemeral: bool = ..., sequence: bool = ..., makepath: bool = ...,
+                     include_data: Literal[False] = ..., *, container: bool = ..., ttl_ms: int | None = ...,
                      make_parents: bool = ..., include_stat: Literal[False] = ...) -> str: ...
     @overload
-    async def create(self, path: str, value: bytes = ..., acl: Sequence[ACL] | None = ..., *,
-                     ephemeral: bool = ..., sequence: bool = ..., container: bool = ..., ttl_ms: int | None = ...,
+    async def create(self, path: str, value: bytes = ..., acl: Sequence[ACL] | None = ...,
+                     ephemeral: bool = ..., sequence: bool = ..., makepath: bool = ...,
+                     include_data: bool = ..., *, container: bool = ..., ttl_ms: int | None = ...,
                      make_parents: bool = ..., include_stat: Literal[True]) -> tuple[str, Stat]: ...
-    async def create(self, path: str, value: bytes = b"", acl: Sequence[ACL] | None = None, *,
-                     ephemeral: bool = False, sequence: bool = False, container: bool = False,
+    @overload
+    async def create(self, path: str, value: bytes = ..., acl: Sequence[ACL] | None = ...,
+                     ephemeral: bool = ..., sequence: bool = ..., makepath: bool = ..., *,
+                     include_data: Literal[True], container: bool = ..., ttl_ms: int | None = ...,
+                     make_parents: bool = ..., include_stat: bool = ...) -> tuple[str, Stat]: ...
+    async def create(self, path: str, value: bytes = b"", acl: Sequence[ACL] | None = None,
+                     ephemeral: bool = False, sequence: bool = False, makepath: bool = False,
+                     include_data: bool = False, *, container: bool = False,
                      ttl_ms: int | None = None, make_parents: bool = False,
                      include_stat: bool = False) -> str | tuple[str, Stat]:
         """Create a node; returns its path (``(path, Stat)`` with ``include_stat``).
+        ``makepath`` and ``include_data`` are kazoo's names of ``make_parents`` and ``include_stat``
+        (positional in kazoo's order: ``path, value, acl, ephemeral, sequence, makepath, include_data``).
 
         Raises NodeExistsError, NoNodeError (parent missing, unless ``make_parents``),
         NoChildrenForEphemeralsError, InvalidACLError, NoAuthError, ConnectionLoss, SessionExpiredError."""
+        make_parents = make_parents or makepath
+        include_stat = include_stat or include_data
         op, rec = self._create_record(path, value, acl, ephemeral, sequence, container, ttl_ms, include_stat)
         try:
             resp = await self._call(op, rec, path)
@@ -646,13 +760,19 @@ class AsyncClient:
 
     @overload
     async def get_children(self, path: str, watch: WatchCallback | None = ...,
+                           include_data: Literal[False] = ..., *,
                            include_stat: Literal[False] = ...) -> list[str]: ...
     @overload
+    async def get_children(self, path: str, watch: WatchCallback | None = ...,
+                           include_data: bool = ..., *, include_stat: Literal[True]) -> tuple[list[str], Stat]: ...
+    @overload
     async def get_children(self, path: str, watch: WatchCallback | None = ..., *,
-                           include_stat: Literal[True]) -> tuple[list[str], Stat]: ...
-    async def get_children(self, path: str, watch: WatchCallback | None = None,
+                           include_data: Literal[True], include_stat: bool = ...) -> tuple[list[str], Stat]: ...
+    async def get_children(self, path: str, watch: WatchCallback | None = None, include_data: bool = False, *,
                            include_stat: bool = False) -> list[str] | tuple[list[str], Stat]:
-        """Child names (``(names, Stat)`` with ``include_stat``); raises NoNodeError, NoAuthError, ..."""
+        """Child names (``(names, Stat)`` with ``include_stat``, or kazoo's name ``include_data``);
+        raises NoNodeError, NoAuthError, ..."""
+        include_stat = include_stat or include_data
         validate_path(path)
         reg = WatchRegistration("child", path, watch) if watch is not None else None
         if include_stat:
@@ -679,6 +799,66 @@ class AsyncClient:
         validate_path(path)
         resp = await self._call(OpCode.SET_ACL, SetACLRequest(path, list(acl), version), path)
         return resp.stat  # type: ignore[no-any-return]
+
+    get_acls = get_acl  # kazoo's names
+    set_acls = set_acl
+
+    async def reconfig(self, joining: str | None = None, leaving: str | None = None,
+                       new_members: str | None = None, from_config: int = -1) -> tuple[bytes, Stat]:
+        """ZooKeeper's reconfig (incremental ``joining``/``leaving``, comma-separated, or the whole
+        ``new_members`` list; ``from_config``: the config version it applies to, -1: any). The new
+        config string and the Stat of /zookeeper/config. Raises ReconfigDisabledError,
+        NoAuthError, BadArgumentsError, BadVersionError, NewConfigNoQuorumError,
+        ReconfigInProcessError, ConnectionLoss."""
+        request = ReconfigRequest(joining, leaving, new_members, from_config)  # type: ignore[arg-type]  # null strings
+        resp = await self._call(OpCode.RECONFIG, request,
+                                "/zookeeper/config")
+        return bytes(resp.data or b""), resp.stat
+
+    # ------------------------------------------------------------------ around the session
+
+    async def retry(self, fn: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs) -> T:
+        """``await fn(*args, **kwargs)`` under ``command_retry`` (kazoo's ``zk.retry``): retried
+        on ConnectionLoss and OperationTimeoutError."""
+        return await self.command_retry(fn, *args, **kwargs)
+
+    async def command(self, cmd: bytes = b"ruok") -> str:
+        """Send a four-letter word (``ruok``, ``srvr``, ``envi``, ``mntr``...) to the server this
+        client is connected to, on a connection of its own; returns the answer as text.
+
+        Raises ConnectionLoss when not connected, OSError when the command connection fails."""
+        host = self._core.current_host
+        if not self._core.state.is_connected or host is None:
+            raise ConnectionLoss("not connected to a server")
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(host[0], host[1], ssl=self.ssl_context,
+                                    server_hostname=host[0] if self.ssl_context else None),
+            self._core.connect_timeout_ms / 1000)
+        try:
+            writer.write(cmd)
+            chunks: list[bytes] = []
+            async with asyncio.timeout(self.session_timeout):
+                while chunk := await reader.read(65536):  # the server closes after its answer
+                    chunks.append(chunk)
+            return b"".join(chunks).decode("utf-8", "replace")
+        finally:
+            writer.close()
+
+    async def server_version(self, retries: int = 3) -> tuple[int, ...]:
+        """The connected server's version, e.g. ``(3, 8, 4)``, from ``envi``'s ``zookeeper.version``
+        (asked up to ``1 + retries`` times while the answer has no minor number).
+
+        Raises ConnectionLoss when not connected, ZookeeperError when no version can be read
+        (e.g. ``envi`` is not in the server's 4lw.commands.whitelist)."""
+        for _ in range(retries + 1):
+            answer = await self.command(b"envi")
+            for line in answer.splitlines():
+                key, _, value = line.partition("=")
+                if key.strip() == "zookeeper.version":
+                    m = _VERSION.match(value.strip())
+                    if m is not None:
+                        return tuple(int(d) for d in m.group(1).split("."))
+        raise ZookeeperError(f"no server version in the answer to envi: {answer[:200]!r}")
 
     async def sync(self, path: str = "/") -> str:
         validate_path(path)
@@ -715,8 +895,11 @@ class AsyncClient:
                 out.append(list(r.children or []))
         return out
 
-    async def add_auth(self, scheme: str, credential: bytes) -> None:
-        """Add credentials to the session (replayed after reconnects); raises AuthFailedError."""
+    async def add_auth(self, scheme: str, credential: bytes | str) -> None:
+        """Add credentials to the session (replayed after reconnects); raises AuthFailedError.
+        A ``str`` credential is sent as UTF-8 (kazoo takes ``"user:password"``)."""
+        if isinstance(credential, str):
+            credential = credential.encode()
         if not self._core.state.is_connected or self._conn is None:
             await self._wait_connected()
         conn = self._conn

@@ -30,6 +30,11 @@ No sockets, clocks, threads or ambient randomness: the shell (``aio.py``) feeds 
 ``receive(data, now_ms)`` returns typed events in the order the server's bytes imply; the
 shell must act on them in that order (that is what keeps watch callbacks and completions in
 the server's order).
+
+A session may be resumed (``session=(id, password)``, kazoo's ``client_id``): the first
+ConnectRequest then carries it, and a server that no longer knows it answers EXPIRED. The host
+list may be replaced (``set_hosts``) with the chroot unchanged; the new list is used from the
+next connection attempt on, and the current connection is kept.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from zkpy.errors import (
     AuthFailedError,
@@ -116,6 +121,15 @@ class ClientState(Enum):
     @property
     def is_terminal(self) -> bool:
         return self in (ClientState.EXPIRED, ClientState.AUTH_FAILED, ClientState.CLOSED)
+
+
+class KazooState:
+    """kazoo's three connection states as sets of `ClientState`: where kazoo code compares
+    ``state == KazooState.LOST``, zkpy code tests ``state in KazooState.LOST``."""
+
+    CONNECTED: Final = frozenset({ClientState.CONNECTED, ClientState.CONNECTED_READ_ONLY})
+    SUSPENDED: Final = frozenset({ClientState.SUSPENDED})
+    LOST: Final = frozenset({ClientState.EXPIRED, ClientState.AUTH_FAILED, ClientState.CLOSED})
 
 
 _S = ClientState
@@ -297,6 +311,7 @@ _RESPONSES: dict[int, type[Record] | None] = {
     OpCode.SET_WATCHES: None,
     OpCode.SET_WATCHES2: None,
     OpCode.CHECK: None,
+    OpCode.RECONFIG: GetDataResponse,  # the new config and the Stat of /zookeeper/config
 }
 
 _WATCH_KINDS = ("data", "exist", "child", "persistent", "recursive")
@@ -315,6 +330,7 @@ class ClientCore:
         rng: Shuffler | None = None,
         auth: Sequence[tuple[str, bytes]] = (),
         max_buffer: int = DEFAULT_MAX_BUFFER,
+        session: tuple[int, bytes] | None = None,
     ) -> None:
         self.hosts, self.chroot = parse_hosts(hosts)
         if rng is not None:
@@ -346,6 +362,11 @@ class ClientCore:
         self._last_send_ms = 0
         self._last_recv_ms = 0
         self._watches: dict[str, dict[str, list[Watcher]]] = {k: {} for k in _WATCH_KINDS}
+        if session is not None and session[0]:
+            if len(session[1]) != 16:
+                raise ValueError("a session password is 16 bytes")
+            self.session_id, self.session_passwd = session[0], bytes(session[1])
+            self._seen_rw = True  # a resumed session is sent in the first ConnectRequest
 
     # ------------------------------------------------------------------ state
 
@@ -388,6 +409,33 @@ class ClientCore:
         return record
 
     # ------------------------------------------------------------------ hosts and timing
+
+    def set_hosts(self, hosts: str, rng: Shuffler | None) -> None:
+        """Replace the host list (shuffled once with ``rng``; None keeps the order), from the
+        next connection attempt on. ValueError if the connect string names another chroot."""
+        new, chroot = parse_hosts(hosts)
+        if chroot != self.chroot:
+            raise ValueError(f"set_hosts cannot change the chroot ({self.chroot!r} to {chroot!r})")
+        if rng is not None:
+            rng.shuffle(new)
+        current = self.current_host
+        self.hosts = new
+        # go on from the current host if it is still listed, else from the start of the new list
+        self._host_index = new.index(current) if current in new else -1
+        self._tried_since_connect = 0
+        self._rw_probe_index = self._host_index
+
+    @property
+    def current_host(self) -> tuple[str, int] | None:
+        """The host of the current (or latest) connection attempt."""
+        if 0 <= self._host_index < len(self.hosts):
+            return self.hosts[self._host_index]
+        return None
+
+    @property
+    def failed_rounds(self) -> int:
+        """How many times every host has been tried without a session since the last one."""
+        return self._rounds
 
     def next_host(self) -> tuple[str, int]:
         """The next host to try (round robin over the shuffled list; a read-write server found
@@ -534,8 +582,10 @@ class ClientCore:
         return len(self._pending) + len(self._auth_pending)
 
     def request(self, op: int, record: Any, handle: Any = None, *,
-                watch: WatchRegistration | WatchRemoval | None = None, now_ms: int | None = None) -> bytes:
-        """Frame one request (RequestHeader + record, chroot applied) and queue it in the FIFO.
+                watch: WatchRegistration | WatchRemoval | None = None, now_ms: int | None = None,
+                absolute: bool = False) -> bytes:
+        """Frame one request (RequestHeader + record, chroot applied unless ``absolute``) and
+        queue it in the FIFO.
 
         ``record`` is a jute record, ``None``, or for multi/multiRead a ``list[Op]``."""
         if self.state.is_terminal and op != OpCode.CLOSE_SESSION:
@@ -545,7 +595,8 @@ class ClientCore:
         xid = self._next_xid()
         out = bytearray()
         RequestHeader(xid, int(op)).write(out)
-        record = self._chroot_record(record)
+        if not absolute:
+            record = self._chroot_record(record)
         if isinstance(record, list):
             write_multi_request(out, record)
         elif record is not None:

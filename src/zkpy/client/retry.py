@@ -17,6 +17,13 @@ Invariants this module owns:
 - a policy keeps no state between calls, so one policy may serve many concurrent callers.
 
 The clock, both sleeps and the RNG are injected, so tests replay a run exactly.
+
+kazoo's ``KazooRetry`` arguments (``max_tries`` with -1 for no limit, ``delay``, ``backoff``,
+``max_jitter``, ``max_delay``, ``deadline``, ``ignore_expire``, ``sleep_func``) map onto a
+`RetryPolicy` with `retry_policy` (a dict, as kazoo's ``connection_retry``/``command_retry``
+take) and `KazooRetry` (the blocking callable kazoo code builds). kazoo's ``max_tries`` also
+counts calls. ``ignore_expire`` has no effect: an expired zkpy client does not get a new
+session, so retrying after SessionExpiredError cannot help; ``interrupt`` is refused.
 """
 
 from __future__ import annotations
@@ -25,12 +32,12 @@ import asyncio
 import inspect
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ParamSpec, TypeVar
 
 from zkpy.errors import SessionExpiredError
 
-__all__ = ["RetryPolicy", "is_retryable"]
+__all__ = ["KazooRetry", "RetryPolicy", "is_retryable", "retry_policy"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -156,3 +163,45 @@ class RetryPolicy:
             except Exception as exc:  # noqa: BLE001 - _plan re-raises what must not be retried
                 wait = self._plan(exc, tries, started)
             self.blocking_sleep(wait)
+
+
+def _from_kazoo(max_tries: int | None = 1, delay: float = 0.1, backoff: float = 2.0, max_jitter: float = 0.4,
+                max_delay: float = 60.0, ignore_expire: bool = True,
+                sleep_func: Callable[[float], object] = time.sleep, deadline: float | None = None) -> RetryPolicy:
+    del ignore_expire  # see the module doc
+    tries = None if max_tries is None or max_tries < 0 else max(1, max_tries)
+    return RetryPolicy(max_tries=tries, delay=delay, backoff=max(1.0, backoff), max_delay=max_delay,
+                       jitter=max(0.0, min(1.0, max_jitter)), deadline=deadline, blocking_sleep=sleep_func)
+
+
+def retry_policy(arg: RetryPolicy | KazooRetry | Mapping[str, Any] | None) -> RetryPolicy | None:
+    """A client's ``connection_retry``/``command_retry`` argument as a `RetryPolicy`: a policy
+    as it is, a `KazooRetry`'s policy, or a dict of kazoo's ``KazooRetry`` arguments.
+
+    Raises TypeError for an unknown argument name (``interrupt`` included)."""
+    if arg is None or isinstance(arg, RetryPolicy):
+        return arg
+    if isinstance(arg, KazooRetry):
+        return arg.policy
+    return _from_kazoo(**arg)
+
+
+class KazooRetry:
+    """kazoo's ``KazooRetry``: ``KazooRetry(max_tries=3)(zk.get, "/x")`` calls a blocking
+    function under the `RetryPolicy` its kazoo arguments make (see the module doc); the last
+    retryable error is raised when it gives up (kazoo raises RetryFailedError)."""
+
+    def __init__(self, max_tries: int | None = 1, delay: float = 0.1, backoff: float = 2.0,
+                 max_jitter: float = 0.4, max_delay: float = 60.0, ignore_expire: bool = True,
+                 sleep_func: Callable[[float], object] = time.sleep, deadline: float | None = None) -> None:
+        self.policy = _from_kazoo(max_tries, delay, backoff, max_jitter, max_delay, ignore_expire,
+                                  sleep_func, deadline)
+
+    def __call__(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        return self.policy.run_sync(fn, *args, **kwargs)
+
+    def copy(self) -> KazooRetry:
+        """kazoo's ``copy``: a policy keeps no state between calls, so this is the same policy."""
+        clone = KazooRetry.__new__(KazooRetry)
+        clone.policy = self.policy
+        return clone

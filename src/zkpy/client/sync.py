@@ -30,9 +30,10 @@ import concurrent.futures
 import logging
 import queue
 import threading
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+import warnings
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, Self, TypeVar, overload
 
 from zkpy.client.aio import AsyncClient
 from zkpy.client.aio import Transaction as AsyncTransaction
@@ -45,6 +46,8 @@ from zkpy.errors import (
 )
 from zkpy.wire.consts import EventType, KeeperState, WatcherType
 from zkpy.wire.proto import ACL, ClientInfo, Stat
+
+from .retry import KazooRetry, RetryPolicy
 
 if TYPE_CHECKING:
     import random
@@ -153,6 +156,23 @@ class _DispatchedFuture(concurrent.futures.Future[T], Generic[T]):
         self._check_not_dispatcher()
         return super().result(timeout)
 
+    # kazoo's IAsyncResult names
+    def get(self, block: bool = True, timeout: float | None = None) -> T:
+        """kazoo's ``get``: the result (raises the error); ``block=False`` is `get_nowait`."""
+        if not block and not self.done():
+            raise TimeoutError("not done")
+        return self.result(timeout)
+
+    def get_nowait(self) -> T:
+        return self.get(block=False)
+
+    def rawlink(self, callback: Callable[[concurrent.futures.Future[T]], object]) -> None:
+        """kazoo's ``rawlink``: `add_done_callback` (the callback runs on the dispatch thread)."""
+        self.add_done_callback(callback)
+
+    def successful(self) -> bool:
+        return self.done() and not self.cancelled() and super().exception(0) is None
+
     def exception(self, timeout: float | None = None) -> BaseException | None:
         self._check_not_dispatcher()
         return super().exception(timeout)
@@ -180,8 +200,8 @@ class Transaction:
         self._client = client
         self._tx = tx
 
-    def create(self, path: str, value: bytes = b"", acl: Sequence[ACL] | None = None, *,
-               ephemeral: bool = False, sequence: bool = False, container: bool = False,
+    def create(self, path: str, value: bytes = b"", acl: Sequence[ACL] | None = None,
+               ephemeral: bool = False, sequence: bool = False, *, container: bool = False,
                ttl_ms: int | None = None) -> Transaction:
         self._client._on_loop(lambda: self._tx.create(path, value, acl, ephemeral=ephemeral, sequence=sequence,
                                                       container=container, ttl_ms=ttl_ms))
@@ -205,7 +225,7 @@ class Transaction:
         Raises ConnectionLoss, SessionExpiredError."""
         return self._client._run(self._tx.commit)
 
-    def commit_async(self) -> concurrent.futures.Future[TransactionResult]:
+    def commit_async(self) -> _DispatchedFuture[TransactionResult]:
         return self._client._run_async(self._tx.commit)
 
     def __enter__(self) -> Transaction:
@@ -226,17 +246,27 @@ class Client:
 
     def __init__(
         self,
-        hosts: str,
+        hosts: str = "127.0.0.1:2181",
         *,
         session_timeout: float = 10.0,
         connect_timeout: float | None = None,
         read_only: bool = False,
-        auth: Sequence[tuple[str, bytes]] = (),
+        auth: Sequence[tuple[str, bytes | str]] = (),
         default_acl: Sequence[ACL] | None = None,
         ssl_context: ssl.SSLContext | None = None,
         rng: random.Random | None = None,
         max_outstanding: int = 10_000,
+        client_id: tuple[int, bytes] | None = None,
+        randomize_hosts: bool = True,
+        connection_retry: RetryPolicy | KazooRetry | Mapping[str, Any] | None = None,
+        command_retry: RetryPolicy | KazooRetry | Mapping[str, Any] | None = None,
+        create_chroot: bool = False,
     ) -> None:
+        """See `AsyncClient` and docs/client.md. ``client_id`` resumes a session (kazoo's
+        ``client_id``); ``connection_retry`` paces (and with ``max_tries`` bounds) the rounds of
+        connection attempts; ``command_retry`` is the policy of `retry` (by default: retry without
+        limit, as kazoo's); both take a `RetryPolicy`, a `KazooRetry` or a dict of KazooRetry's
+        arguments. ``create_chroot`` creates a missing chroot at `start` (else a warning)."""
         self._closed = False
         self._close_lock = threading.Lock()
         self._close_done = threading.Event()
@@ -248,7 +278,10 @@ class Client:
         async def make() -> AsyncClient:
             return AsyncClient(hosts, session_timeout=session_timeout, connect_timeout=connect_timeout,
                                read_only=read_only, auth=auth, default_acl=default_acl,
-                               ssl_context=ssl_context, rng=rng, max_outstanding=max_outstanding)
+                               ssl_context=ssl_context, rng=rng, max_outstanding=max_outstanding,
+                               client_id=client_id, randomize_hosts=randomize_hosts,
+                               connection_retry=connection_retry, command_retry=command_retry,
+                               create_chroot=create_chroot)
 
         try:
             self._async: AsyncClient = asyncio.run_coroutine_threadsafe(make(), self._loop).result()
@@ -360,7 +393,7 @@ class Client:
         return future
 
     def _run_async(self, fn: Callable[P, Awaitable[T]], *args: P.args,
-                   **kwargs: P.kwargs) -> concurrent.futures.Future[T]:
+                   **kwargs: P.kwargs) -> _DispatchedFuture[T]:
         """Start ``fn(*args, **kwargs)`` on the loop; the Future completes on the dispatch thread.
 
         The completion is queued by the coroutine itself as soon as it resumes with the reply
@@ -397,8 +430,64 @@ class Client:
     # ------------------------------------------------------------------ lifecycle
 
     def start(self, timeout: float = 15.0) -> None:
-        """Connect and establish the session. Raises ConnectionLoss if no server accepts it in time."""
-        self._run(self._async.start, timeout=timeout)
+        """Connect and establish the session. Raises ConnectionLoss if no server accepts it in time.
+
+        After `stop` (or the end of a session) it starts a new session, as kazoo's does. A
+        missing chroot gets a UserWarning (or is created, with ``create_chroot``)."""
+        warning = self._run(self._async._start, timeout)
+        if warning is not None:
+            log.warning("%s", warning)
+            warnings.warn(warning, UserWarning, stacklevel=2)
+
+    def start_async(self, timeout: float = 15.0) -> threading.Event:
+        """Start connecting and return at once (kazoo's ``start_async``): the Event is set once
+        the session is established; if it is not within ``timeout``, it stays unset and the
+        client stops trying (kazoo's keeps trying until `stop`)."""
+        connected = threading.Event()
+        future = self._run_async(self._async._start, timeout)
+
+        def done(f: concurrent.futures.Future[str | None]) -> None:
+            if f.exception() is None:
+                warning = f.result()
+                if warning is not None:
+                    log.warning("%s", warning)
+                connected.set()
+
+        future.add_done_callback(done)
+        return connected
+
+    def stop(self) -> None:
+        """Close the session (ephemerals go) and the connection, as kazoo's ``stop``; the client
+        may `start` again (a new session). `close` also ends the client's threads."""
+        if not self._closed:
+            self._run(self._async.close)
+
+    def restart(self) -> None:
+        """`stop`, then `start`: a new session, the listeners kept."""
+        self.stop()
+        self.start()
+
+    def set_hosts(self, hosts: str, randomize_hosts: bool | None = None) -> None:
+        """Use another host list (same chroot) from the next connection attempt on; the current
+        connection is kept. Raises ValueError if the chroot differs."""
+        self._on_loop(lambda: self._async.set_hosts(hosts, randomize_hosts))
+
+    def command(self, cmd: bytes = b"ruok") -> str:
+        """A four-letter word's answer from the connected server (kazoo's ``command``).
+
+        Raises ConnectionLoss when not connected, OSError when the command connection fails."""
+        return self._run(self._async.command, cmd)
+
+    def server_version(self, retries: int = 3) -> tuple[int, ...]:
+        """The connected server's version, e.g. ``(3, 8, 4)``, from ``envi``.
+
+        Raises ConnectionLoss, ZookeeperError (no version in the answer)."""
+        return self._run(self._async.server_version, retries)
+
+    def retry(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Call the blocking ``fn(*args, **kwargs)`` under ``command_retry`` (kazoo's ``zk.retry``):
+        retried on ConnectionLoss and OperationTimeoutError, by default without limit."""
+        return self._async.command_retry.run_sync(fn, *args, **kwargs)
 
     def close(self) -> None:
         """Close the session (ephemerals go) and the connection, stop the loop and join both
@@ -417,7 +506,7 @@ class Client:
             self._stop_threads()
             self._close_done.set()
 
-    def __enter__(self) -> Client:
+    def __enter__(self) -> Self:
         self.start()
         return self
 
@@ -432,6 +521,45 @@ class Client:
     @property
     def session_id(self) -> int:
         return self._async.session_id
+
+    @property
+    def client_id(self) -> tuple[int, bytes]:
+        """``(session_id, password)``: ``Client(hosts, client_id=...)`` resumes this session."""
+        return self._async.client_id
+
+    @property
+    def client_state(self) -> ClientState:
+        """kazoo's name for `state`."""
+        return self._async.state
+
+    @property
+    def connected(self) -> bool:
+        return self._async.connected
+
+    @property
+    def chroot(self) -> str | None:
+        return self._async.chroot
+
+    @property
+    def hosts(self) -> str:
+        return self._async.hosts
+
+    @property
+    def default_acl(self) -> list[ACL]:
+        """The ACL of nodes created without one."""
+        return self._async.default_acl
+
+    @property
+    def read_only(self) -> bool:
+        return self._async.read_only
+
+    @property
+    def randomize_hosts(self) -> bool:
+        return self._async.randomize_hosts
+
+    def unchroot(self, path: str) -> str:
+        """``path`` (a server path) relative to the chroot."""
+        return self._async.unchroot(path)
 
     @property
     def last_zxid(self) -> int:
@@ -451,24 +579,33 @@ class Client:
     # ------------------------------------------------------------------ operations (blocking)
 
     @overload
-    def create(self, path: str, value: bytes = ..., acl: Sequence[ACL] | None = ..., *,
-               ephemeral: bool = ..., sequence: bool = ..., container: bool = ..., ttl_ms: int | None = ...,
+    def create(self, path: str, value: bytes = ..., acl: Sequence[ACL] | None = ...,
+               ephemeral: bool = ..., sequence: bool = ..., makepath: bool = ...,
+               include_data: Literal[False] = ..., *, container: bool = ..., ttl_ms: int | None = ...,
                make_parents: bool = ..., include_stat: Literal[False] = ...) -> str: ...
     @overload
-    def create(self, path: str, value: bytes = ..., acl: Sequence[ACL] | None = ..., *,
-               ephemeral: bool = ..., sequence: bool = ..., container: bool = ..., ttl_ms: int | None = ...,
+    def create(self, path: str, value: bytes = ..., acl: Sequence[ACL] | None = ...,
+               ephemeral: bool = ..., sequence: bool = ..., makepath: bool = ...,
+               include_data: bool = ..., *, container: bool = ..., ttl_ms: int | None = ...,
                make_parents: bool = ..., include_stat: Literal[True]) -> tuple[str, Stat]: ...
-    def create(self, path: str, value: bytes = b"", acl: Sequence[ACL] | None = None, *,
-               ephemeral: bool = False, sequence: bool = False, container: bool = False,
+    @overload
+    def create(self, path: str, value: bytes = ..., acl: Sequence[ACL] | None = ...,
+               ephemeral: bool = ..., sequence: bool = ..., makepath: bool = ..., *,
+               include_data: Literal[True], container: bool = ..., ttl_ms: int | None = ...,
+               make_parents: bool = ..., include_stat: bool = ...) -> tuple[str, Stat]: ...
+    def create(self, path: str, value: bytes = b"", acl: Sequence[ACL] | None = None,
+               ephemeral: bool = False, sequence: bool = False, makepath: bool = False,
+               include_data: bool = False, *, container: bool = False,
                ttl_ms: int | None = None, make_parents: bool = False,
                include_stat: bool = False) -> str | tuple[str, Stat]:
         """Create a node; returns its path (with ``include_stat``, ``(path, Stat)``).
+        ``makepath``/``include_data`` are kazoo's names of ``make_parents``/``include_stat``.
 
         Raises NodeExistsError, NoNodeError (parent missing), NoChildrenForEphemeralsError,
         InvalidACLError, NoAuthError, ConnectionLoss, SessionExpiredError."""
         return self._run(self._async.create, path, value, acl, ephemeral=ephemeral, sequence=sequence,  # type: ignore[arg-type]  # an overload
-                         container=container, ttl_ms=ttl_ms, make_parents=make_parents,
-                         include_stat=include_stat)
+                         container=container, ttl_ms=ttl_ms, make_parents=make_parents or makepath,
+                         include_stat=include_stat or include_data)
 
     def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
         """Delete a node (``recursive``: its subtree, children first).
@@ -501,17 +638,21 @@ class Client:
 
     @overload
     def get_children(self, path: str, watch: WatchCallback | None = ...,
-                     include_stat: Literal[False] = ...) -> list[str]: ...
+                     include_data: Literal[False] = ..., *, include_stat: Literal[False] = ...) -> list[str]: ...
+    @overload
+    def get_children(self, path: str, watch: WatchCallback | None = ...,
+                     include_data: bool = ..., *, include_stat: Literal[True]) -> tuple[list[str], Stat]: ...
     @overload
     def get_children(self, path: str, watch: WatchCallback | None = ..., *,
-                     include_stat: Literal[True]) -> tuple[list[str], Stat]: ...
-    def get_children(self, path: str, watch: WatchCallback | None = None,
+                     include_data: Literal[True], include_stat: bool = ...) -> tuple[list[str], Stat]: ...
+    def get_children(self, path: str, watch: WatchCallback | None = None, include_data: bool = False, *,
                      include_stat: bool = False) -> list[str] | tuple[list[str], Stat]:
-        """The children's names (with ``include_stat``, ``(names, Stat)``); ``watch`` fires on
-        the node's deletion or a change of its children.
+        """The children's names (with ``include_stat``, or kazoo's ``include_data``: ``(names,
+        Stat)``); ``watch`` fires on the node's deletion or a change of its children.
 
         Raises NoNodeError, NoAuthError, ConnectionLoss, SessionExpiredError."""
-        return self._run(self._async.get_children, path, self._wrap(watch), include_stat=include_stat)  # type: ignore[arg-type]  # an overload
+        return self._run(self._async.get_children, path, self._wrap(watch),  # type: ignore[arg-type]  # an overload
+                         include_stat=include_stat or include_data)
 
     def get_all_children_number(self, path: str) -> int:
         """The number of nodes below ``path``. Raises NoNodeError, ConnectionLoss, SessionExpiredError."""
@@ -530,6 +671,15 @@ class Client:
         SessionExpiredError."""
         return self._run(self._async.set_acl, path, acl, version)
 
+    get_acls = get_acl  # kazoo's names
+    set_acls = set_acl
+
+    def reconfig(self, joining: str | None = None, leaving: str | None = None, new_members: str | None = None,
+                 from_config: int = -1) -> tuple[bytes, Stat]:
+        """ZooKeeper's reconfig (see ``AsyncClient.reconfig``): the new config string and the Stat of
+        /zookeeper/config."""
+        return self._run(self._async.reconfig, joining, leaving, new_members, from_config)
+
     def sync(self, path: str = "/") -> str:
         """Wait until the server has caught up with the leader. Raises ConnectionLoss, SessionExpiredError."""
         return self._run(self._async.sync, path)
@@ -546,7 +696,7 @@ class Client:
         Raises ConnectionLoss, SessionExpiredError."""
         return self._run(self._async.multi_read, ops)
 
-    def add_auth(self, scheme: str, credential: bytes) -> None:
+    def add_auth(self, scheme: str, credential: bytes | str) -> None:
         """Raises AuthFailedError, ConnectionLoss, SessionExpiredError."""
         self._run(self._async.add_auth, scheme, credential)
 
@@ -611,76 +761,86 @@ class Client:
     # Each returns a concurrent.futures.Future completed on the dispatch thread, in order with
     # the watch and listener callbacks; errors are the blocking method's, set on the Future.
 
-    def create_async(self, path: str, value: bytes = b"", acl: Sequence[ACL] | None = None, *,
-                     ephemeral: bool = False, sequence: bool = False, container: bool = False,
+    def create_async(self, path: str, value: bytes = b"", acl: Sequence[ACL] | None = None,
+                     ephemeral: bool = False, sequence: bool = False, makepath: bool = False,
+                     include_data: bool = False, *, container: bool = False,
                      ttl_ms: int | None = None, make_parents: bool = False,
-                     include_stat: bool = False) -> concurrent.futures.Future[str | tuple[str, Stat]]:
+                     include_stat: bool = False) -> _DispatchedFuture[str | tuple[str, Stat]]:
         return self._run_async(self._async.create, path, value, acl, ephemeral=ephemeral, sequence=sequence,  # type: ignore[arg-type]  # an overload
-                               container=container, ttl_ms=ttl_ms, make_parents=make_parents,
-                               include_stat=include_stat)
+                               container=container, ttl_ms=ttl_ms, make_parents=make_parents or makepath,
+                               include_stat=include_stat or include_data)
 
     def delete_async(self, path: str, version: int = -1,
-                     recursive: bool = False) -> concurrent.futures.Future[None]:
+                     recursive: bool = False) -> _DispatchedFuture[None]:
         return self._run_async(self._async.delete, path, version, recursive=recursive)
 
     def exists_async(self, path: str,
-                     watch: WatchCallback | None = None) -> concurrent.futures.Future[Stat | None]:
+                     watch: WatchCallback | None = None) -> _DispatchedFuture[Stat | None]:
         return self._run_async(self._async.exists, path, self._wrap(watch))
 
     def get_async(self, path: str,
-                  watch: WatchCallback | None = None) -> concurrent.futures.Future[tuple[bytes, Stat]]:
+                  watch: WatchCallback | None = None) -> _DispatchedFuture[tuple[bytes, Stat]]:
         return self._run_async(self._async.get, path, self._wrap(watch))
 
     get_data_async = get_async
 
-    def set_async(self, path: str, value: bytes, version: int = -1) -> concurrent.futures.Future[Stat]:
+    def set_async(self, path: str, value: bytes, version: int = -1) -> _DispatchedFuture[Stat]:
         return self._run_async(self._async.set, path, value, version)
 
     set_data_async = set_async
 
     def get_children_async(
-        self, path: str, watch: WatchCallback | None = None, include_stat: bool = False,
-    ) -> concurrent.futures.Future[list[str] | tuple[list[str], Stat]]:
-        return self._run_async(self._async.get_children, path, self._wrap(watch), include_stat=include_stat)  # type: ignore[arg-type]  # an overload
+        self, path: str, watch: WatchCallback | None = None, include_data: bool = False, *,
+        include_stat: bool = False,
+    ) -> _DispatchedFuture[list[str] | tuple[list[str], Stat]]:
+        return self._run_async(self._async.get_children, path, self._wrap(watch),  # type: ignore[arg-type]  # an overload
+                               include_stat=include_stat or include_data)
 
-    def get_all_children_number_async(self, path: str) -> concurrent.futures.Future[int]:
+    def get_all_children_number_async(self, path: str) -> _DispatchedFuture[int]:
         return self._run_async(self._async.get_all_children_number, path)
 
-    def get_ephemerals_async(self, prefix: str = "/") -> concurrent.futures.Future[list[str]]:
+    def get_ephemerals_async(self, prefix: str = "/") -> _DispatchedFuture[list[str]]:
         return self._run_async(self._async.get_ephemerals, prefix)
 
-    def get_acl_async(self, path: str) -> concurrent.futures.Future[tuple[list[ACL], Stat]]:
+    def get_acl_async(self, path: str) -> _DispatchedFuture[tuple[list[ACL], Stat]]:
         return self._run_async(self._async.get_acl, path)
 
-    def set_acl_async(self, path: str, acl: Sequence[ACL], version: int = -1) -> concurrent.futures.Future[Stat]:
+    def set_acl_async(self, path: str, acl: Sequence[ACL], version: int = -1) -> _DispatchedFuture[Stat]:
         return self._run_async(self._async.set_acl, path, acl, version)
 
-    def sync_async(self, path: str = "/") -> concurrent.futures.Future[str]:
+    get_acls_async = get_acl_async
+    set_acls_async = set_acl_async
+
+    def reconfig_async(self, joining: str | None, leaving: str | None, new_members: str | None,
+                       from_config: int = -1) -> _DispatchedFuture[tuple[bytes, Stat]]:
+        return self._run_async(self._async.reconfig, joining, leaving, new_members, from_config)
+
+    def sync_async(self, path: str = "/") -> _DispatchedFuture[str]:
         return self._run_async(self._async.sync, path)
 
-    def multi_read_async(self, ops: Sequence[tuple[str, str]]) -> concurrent.futures.Future[MultiReadResult]:
+    def multi_read_async(self, ops: Sequence[tuple[str, str]]) -> _DispatchedFuture[MultiReadResult]:
         return self._run_async(self._async.multi_read, ops)
 
-    def add_auth_async(self, scheme: str, credential: bytes) -> concurrent.futures.Future[None]:
+    def add_auth_async(self, scheme: str, credential: bytes | str) -> _DispatchedFuture[None]:
         return self._run_async(self._async.add_auth, scheme, credential)
 
     def add_watch_async(self, path: str, callback: WatchCallback,
-                        recursive: bool = False) -> concurrent.futures.Future[None]:
+                        recursive: bool = False) -> _DispatchedFuture[None]:
         return self._run_async(self._async.add_watch, path, self._wrap(callback), recursive)
 
     def remove_watches_async(self, path: str, kind: WatcherType = WatcherType.ANY,
-                             callback: WatchCallback | None = None) -> concurrent.futures.Future[None]:
+                             callback: WatchCallback | None = None) -> _DispatchedFuture[None]:
         return self._run_async(self._async.remove_watches, path, kind, self._wrap(callback))
 
     def check_watches_async(self, path: str,
-                            kind: WatcherType = WatcherType.ANY) -> concurrent.futures.Future[None]:
+                            kind: WatcherType = WatcherType.ANY) -> _DispatchedFuture[None]:
         return self._run_async(self._async.check_watches, path, kind)
 
-    def whoami_async(self) -> concurrent.futures.Future[list[ClientInfo]]:
+    def whoami_async(self) -> _DispatchedFuture[list[ClientInfo]]:
         return self._run_async(self._async.whoami)
 
     def ensure_path_async(self, path: str,
-                          acl: Sequence[ACL] | None = None) -> concurrent.futures.Future[None]:
+                          acl: Sequence[ACL] | None = None) -> _DispatchedFuture[None]:
         return self._run_async(self._async.ensure_path, path, acl)
 
 

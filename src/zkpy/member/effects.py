@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from zkpy.config import QuorumConfig
 from zkpy.server.core import ServerCore
 from zkpy.server.outputs import Output
 from zkpy.tree.datatree import DataTree
@@ -89,6 +90,15 @@ class Serving:
 
 
 @dataclass(frozen=True, slots=True)
+class ActivateConfig:
+    """A newer config is active (a committed reconfig, or the leader's config adopted at sync):
+    the shell makes it the server's (election, next terms) and writes it as ZooKeeper does
+    (``zoo.cfg.dynamic.<version>``, zoo.cfg's ``dynamicConfigFile``). Synchronous."""
+
+    quorum: QuorumConfig
+
+
+@dataclass(frozen=True, slots=True)
 class EndTerm:
     reason: str
 
@@ -144,8 +154,9 @@ class SnapshotLoaded:
 
 
 Traced = PacketIn | PacketOut | Proposed | Logged | Applied | SnapshotLoaded
-Effect = Send | CloseLink | AppendLog | WriteEpoch | WriteSnapshot | Truncate | Serving | EndTerm | Output | Traced
+Effect = Send | CloseLink | AppendLog | WriteEpoch | WriteSnapshot | Truncate | Serving | ActivateConfig | EndTerm \
+    | Output | Traced
 
-__all__ = ["LEADER_LINK", "AppendLog", "Applied", "CloseLink", "Effect", "EndTerm", "Logged", "PacketIn",
+__all__ = ["LEADER_LINK", "ActivateConfig", "AppendLog", "Applied", "CloseLink", "Effect", "EndTerm", "Logged", "PacketIn",
            "Output", "PacketOut", "Proposed", "Send", "Serving", "SnapshotLoaded", "Traced", "Truncate", "WriteEpoch",
            "WriteSnapshot"]

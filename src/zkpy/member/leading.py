@@ -7,15 +7,33 @@ they are (`AppendLog`) and sent to the voters; the leader counts its own ack onl
 fsync that covers it (``durable``). Once the epoch is established the request pipeline serves
 (`Serving`): it is ``self.server``, which the shell's client port feeds; ``ready()`` proposes
 what the pipeline prepped since the last call (client input and learners' requests alike).
+
+Reconfiguration (3.8): the leader's pipeline preps a reconfig against this core (it is the
+prep's ``Reconfigurer``): one reconfig in flight at a time, ``curConfigId`` against the last
+config seen, the next config built by ``quorum.dynconfig``, and a quorum of the next config
+synced with me. Its proposal needs a quorum of both configs; its commit makes the next config
+active (`ActivateConfig`), and a leader that is no voter of it ends its term. An established
+ensemble's first config (version 0) takes the version of the first NEWLEADER, and a config newer
+than mine found in my tree (a reconfig logged but never activated) is the one NEWLEADER carries;
+either becomes active once the epoch is established.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from zkpy.config import ServerConfig
-from zkpy.errors import ProtocolError
+from zkpy.config import QuorumConfig, ServerConfig
+from zkpy.errors import (
+    BadArgumentsError,
+    BadVersionError,
+    MarshallingError,
+    NewConfigNoQuorumError,
+    ProtocolError,
+    ReconfigInProcessError,
+)
 from zkpy.ids import make_zxid
+from zkpy.quorum import dynconfig
 from zkpy.quorum import leader as zl
 from zkpy.quorum.sync import CommittedLog, LoggedTxn
 from zkpy.quorum.verifier import QuorumVerifier
@@ -25,10 +43,12 @@ from zkpy.server.outputs import CheckQuorum, Propose, ServerOutput
 from zkpy.storage.epochs import ACCEPTED_EPOCH, CURRENT_EPOCH
 from zkpy.storage.snapshot import snapshot_stream
 from zkpy.storage.txnlog import encode_payload
+from zkpy.wire.consts import OpCode
+from zkpy.wire.proto import ReconfigRequest
 from zkpy.wire.quorum import PacketType, QuorumPacketReader
 from zkpy.wire.txn import TxnHeader
 
-from .effects import AppendLog, Applied, PacketIn, Proposed, Serving, WriteEpoch
+from .effects import ActivateConfig, AppendLog, Applied, PacketIn, Proposed, Serving, WriteEpoch
 from .history import History
 from .term import Log, TermCore
 
@@ -47,11 +67,16 @@ class LeadingCore(TermCore):
         assert q is not None and q.my_id is not None
         self.config = config
         self.config_data = config_data
+        self.quorum: QuorumConfig = q  # the active config
+        self._newleader_quorum = q  # the config NEWLEADER carries (active once the epoch is established)
+        self._reconfig: tuple[int, QuorumConfig] | None = None  # a reconfig prepped, not yet committed
+        self._pending_new = q  # the config next_config built, until prep says it is proposed
         self.tree = history.tree
         self.zab = zl.Leader(int(q.my_id), verifier, accepted_epoch=accepted_epoch, current_epoch=current_epoch,
                              last_zxid=self.tree.last_processed_zxid, committed=CommittedLog(history.committed),
                              now_ms=now_ms, tick_ms=config.tick_ms, init_limit=q.init_limit_ticks,
-                             sync_limit=q.sync_limit_ticks, config_data=config_data, quorum_sync=q.quorum_sync)
+                             sync_limit=q.sync_limit_ticks, config_data=config_data, quorum_sync=q.quorum_sync,
+                             newleader_config=self._newleader_config if config.reconfig_enabled else None)
         self._readers: dict[int, QuorumPacketReader] = {}
         self._log_limiter = LogLimiter()  # what anyone connecting to the quorum port can make us repeat
         self.proposal_sizes = [-1, -1, -1]  # last, min, max bytes of a proposal (BufferStats; -1: none yet)
@@ -118,9 +143,72 @@ class LeadingCore(TermCore):
                 ("leader_uptime", self.now_ms - self.established_ms),
                 ("last_proposal_size", last), ("min_proposal_size", low), ("max_proposal_size", high),
                 ("synced_followers", sum(1 for h in handles if not h.observer)),
-                ("synced_non_voting_followers", 0),
+                ("synced_non_voting_followers",
+                 sum(1 for h in handles if not h.observer and not self.zab.verifier.is_voter(h.sid))),
                 ("synced_observers", sum(1 for h in handles if h.observer)),
                 ("pending_syncs", self.zab.pending_syncs)]
+
+    # ---- reconfiguration (the prep's Reconfigurer)
+
+    def _newleader_config(self, epoch: int) -> tuple[bytes, QuorumVerifier | None]:
+        """The config NEWLEADER carries in ``epoch``: a newer one from my tree (a reconfig in my
+        log: then its verifier, whose quorum must ack NEWLEADER too), else mine, with version
+        ``make_zxid(epoch, 0)`` if it has none yet."""
+        q = self.quorum
+        newer = None
+        node = self.tree.get(dynconfig.CONFIG_NODE)
+        if node is not None and node.data:
+            try:
+                servers, version = dynconfig.parse_config_data(node.data)
+            except ValueError:
+                servers, version = (), 0
+            if version > q.config_version and any(s.sid == q.my_id for s in servers):
+                self.log(f"the config 0x{version:x} in my log is newer than mine (0x{q.config_version:x}): "
+                         "this epoch activates it")
+                q = dynconfig.with_servers(q, servers, version)
+                newer = dynconfig.verifier_of(q)
+        if q.config_version == 0:
+            q = dataclasses.replace(q, config_version=make_zxid(epoch, 0))
+        self._newleader_quorum = q
+        return dynconfig.config_data(q), newer
+
+    def next_config(self, request: ReconfigRequest, zxid: int) -> bytes:
+        """PrepRequestProcessor's reconfig checks, in its order (see ``Reconfigurer``)."""
+        q = self.quorum
+        if self._reconfig is not None or self.zab.next_verifier is not None:
+            raise ReconfigInProcessError()
+        if request.curConfigId != -1 and request.curConfigId != q.config_version:
+            raise BadVersionError(f"Reconfiguration from version {request.curConfigId} failed -- last seen "
+                                  f"version is {q.config_version}")
+        if q.hierarchical:  # 3.8 refuses the incremental form; zkpy the -members one too (no group lines)
+            raise BadArgumentsError("Reconfiguration of a hierarchical (group/weight) quorum is not supported")
+        try:
+            servers = dynconfig.next_servers(q.servers, request.joiningServers, request.leavingServers,
+                                             request.newMembers, standalone_enabled=q.standalone_enabled)
+        except dynconfig.BadReconfig as exc:
+            raise BadArgumentsError(str(exc)) from None
+        except ValueError as exc:  # a sid that is no number: 3.8's NumberFormatException
+            raise MarshallingError(str(exc)) from None
+        new = dynconfig.with_servers(q, servers, zxid)
+        verifier = dynconfig.verifier_of(new)
+        synced = {h.sid for h in self.zab.learners.values() if h.phase is zl.LearnerPhase.FORWARDING and not h.observer}
+        synced.add(self.zab.sid)
+        if not verifier.contains_quorum(synced):
+            raise NewConfigNoQuorumError("Reconfig failed - there must be a connected and synced quorum in new "
+                                         "configuration")
+        self._pending_new = new
+        return dynconfig.config_data(new)
+
+    def proposed(self, zxid: int, data: bytes) -> None:
+        self._reconfig = (zxid, self._pending_new)
+        self.log(f"reconfig 0x{zxid:x} proposed: {data.decode('utf-8', 'replace')!r}")
+
+    def _activate(self, quorum: QuorumConfig) -> None:
+        self.quorum = quorum
+        self.config = dataclasses.replace(self.config, quorum=quorum)
+        self.config_data = self.zab.config_data = dynconfig.config_data(quorum)
+        self.zab.verifier = dynconfig.verifier_of(quorum)  # who counts for commits and the synced check
+        self._effects.append(ActivateConfig(quorum))
 
     # ---- the Zab core's actions
 
@@ -152,7 +240,7 @@ class LeadingCore(TermCore):
         self._effects.append(AppendLog(zxids, payloads))
         self.logging.extend(zxids)
         sizes = self.proposal_sizes
-        for zxid, payload in zip(zxids, payloads):
+        for p, zxid, payload in zip(new, zxids, payloads):
             size = len(payload)
             sizes[0] = size
             if size < sizes[1] or sizes[1] < 0:
@@ -161,7 +249,10 @@ class LeadingCore(TermCore):
                 sizes[2] = size
             if self.trace:
                 self._effects.append(Proposed(zxid, payload))
-            self.zab.propose(zxid, payload)
+            nxt = None
+            if p.hdr.type == OpCode.RECONFIG and self._reconfig is not None and self._reconfig[0] == zxid:
+                nxt = dynconfig.verifier_of(self._reconfig[1])
+            self.zab.propose(zxid, payload, nxt)
 
     def _drain(self) -> bool:
         while actions := self.zab.ready():
@@ -203,6 +294,16 @@ class LeadingCore(TermCore):
                     self._effects.append(WriteEpoch(CURRENT_EPOCH, a.epoch))
                 elif isinstance(a, zl.Established):
                     self._establish(a.epoch)
+                elif isinstance(a, zl.Activate):
+                    if self._reconfig is not None and self._reconfig[0] == a.zxid:
+                        new = self._reconfig[1]
+                        self._reconfig = None
+                        self.log(f"reconfig 0x{a.zxid:x} committed: config 0x{new.config_version:x} is active"
+                                 + ("" if a.designated == self.zab.sid else
+                                    f"; server {a.designated} is the designated leader"))
+                        self._activate(new)
+                        if a.designated != self.zab.sid:
+                            self.designated = a.designated
                 elif isinstance(a, zl.QuorumConfirmed):
                     if self.server is not None:
                         self.server.quorum_confirmed(a.token)
@@ -237,10 +338,12 @@ class LeadingCore(TermCore):
         self.log(f"epoch {epoch} established with a quorum: serving as leader")
         self.established_ms = self.now_ms
         self.tree.last_processed_zxid = make_zxid(epoch, 0)  # as ZooKeeper's startZkServer sets it
-        assert self.config.quorum is not None
-        self.tree.set_config_node(self.config_data, self.config.quorum.config_version, self.wall_ms)
+        if self._newleader_quorum.config_version > self.quorum.config_version:
+            self._activate(self._newleader_quorum)
+        self.tree.set_config_node(self.config_data, self.quorum.config_version, self.wall_ms)
         self.server = LeaderServerCore(self.config, self.now_ms, self.wall_ms, log=self.log, tree=self.tree,
                                        next_zxid=make_zxid(epoch, 1))
+        self.server.prep.reconfigurer = self
         self.server.metrics = self.metrics
         if self.trace:
             self.server.on_apply = self._trace_applied

@@ -9,15 +9,22 @@ ACKEPOCH that depends on it, `Truncate` (the shell truncates, recovers and calls
 ``durable`` says the fsync covering it returned. Once UPTODATE arrives the pipeline serves
 (`Serving`); ``ready()`` forwards what the pipeline sends the leader (writes, syncs, session
 revalidations) since the last call.
+
+Reconfiguration (with reconfigEnabled): a committed reconfig (COMMITANDACTIVATE or
+INFORMANDACTIVATE, after its txn is applied) and the leader's config at UPTODATE (NEWLEADER's
+config string, when newer than mine) become active here (`ActivateConfig`); when
+``dynconfig.activation`` says my role changed or another server leads now, the term ends.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from collections import deque
 
-from zkpy.config import ServerConfig
+from zkpy.config import LearnerType, QuorumConfig, ServerConfig
 from zkpy.errors import ProtocolError
+from zkpy.quorum import dynconfig
 from zkpy.quorum import learner as zf
 from zkpy.quorum.sync import DEFAULT_COMMITTED_LOG, LoggedTxn
 from zkpy.server.learner import LearnerServerCore
@@ -26,10 +33,12 @@ from zkpy.storage.epochs import ACCEPTED_EPOCH, CURRENT_EPOCH
 from zkpy.storage.recovery import Recovered
 from zkpy.storage.snapshot import parse_snapshot_stream
 from zkpy.storage.txnlog import decode_payload
+from zkpy.wire.consts import OpCode
 from zkpy.wire.quorum import PacketType, QuorumPacket, QuorumPacketReader
 
 from .effects import (
     LEADER_LINK,
+    ActivateConfig,
     AppendLog,
     Applied,
     Logged,
@@ -59,6 +68,8 @@ class LearningCore(TermCore):
         assert q is not None and q.my_id is not None
         self.config = config
         self.config_data = config_data
+        self.quorum: QuorumConfig = q  # the active config
+        self._reconfig_data = b""  # the config string of the last reconfig txn applied
         self.role = "observer" if observer else "follower"
         self.leader_sid = leader_sid
         self.tree = history.tree
@@ -249,8 +260,13 @@ class LearningCore(TermCore):
                 elif isinstance(a, zf.TakeSnapshot):
                     self._barrier(WriteSnapshot(self.tree))
                     return False
+                elif isinstance(a, zf.Activate):
+                    self._activate(self._reconfig_data, a.designated)
+                elif isinstance(a, zf.LeaderConfig):
+                    self._activate(a.data, None)
                 elif isinstance(a, zf.Serve):
-                    self._serve(a.epoch)
+                    if self.ended is None:
+                        self._serve(a.epoch)
                 elif isinstance(a, zf.Failed):
                     self._end(a.reason)
                 else:
@@ -262,8 +278,39 @@ class LearningCore(TermCore):
             self._effects.append(AppendLog(tuple(z for z, _ in self._to_log), tuple(d for _, d in self._to_log)))
             self._to_log = []
 
+    def _activate(self, data: bytes, designated: int | None) -> None:
+        """A config becomes active (3.8's processReconfig); nothing happens with reconfigEnabled
+        false, or when it is not newer than mine."""
+        if not self.config.reconfig_enabled or not data:
+            return
+        try:
+            act = dynconfig.activation(self.quorum, data, leader=self.leader_sid, designated=designated)
+        except ValueError as exc:
+            self.log(f"ignoring a config I cannot read: {exc}")
+            return
+        if act is None:
+            return
+        self.quorum = act.quorum
+        self.config = dataclasses.replace(self.config, quorum=act.quorum)
+        self.config_data = dynconfig.config_data(act.quorum)
+        self.log(f"config 0x{act.quorum.config_version:x} is active")
+        if self.server is not None:
+            self.tree.set_config_node(self.config_data, act.quorum.config_version, self.wall_ms)
+        self._effects.append(ActivateConfig(act.quorum))
+        if act.restart is not None:
+            # 3.8's reconfig flag: a designated leader (or my own leader, when only my role
+            # changed) is taken without an election, if it votes in the new config
+            nxt = designated if designated is not None else self.leader_sid
+            server = act.quorum.server(nxt)
+            if server is not None and server.role is LearnerType.PARTICIPANT and (
+                    designated is not None or act.quorum.server(self.leader_sid) is not None):
+                self.designated = nxt
+            self._end(f"reconfig: {act.restart}")
+
     def _apply(self, zxid: int, data: bytes) -> None:
         hdr, txn = decode_payload(data)
+        if hdr.type == OpCode.RECONFIG:
+            self._reconfig_data = bytes(txn.data or b"")  # type: ignore[attr-defined]
         self.committed.append(LoggedTxn(zxid, data))
         if self.server is not None:
             self.server.apply_committed(hdr, txn)
@@ -275,8 +322,7 @@ class LearningCore(TermCore):
 
     def _serve(self, epoch: int) -> None:
         self.log(f"synchronised with leader {self.leader_sid} in epoch {epoch}: serving as {self.role}")
-        assert self.config.quorum is not None
-        self.tree.set_config_node(self.config_data, self.config.quorum.config_version, self.wall_ms)
+        self.tree.set_config_node(self.config_data, self.quorum.config_version, self.wall_ms)
         self.server = LearnerServerCore(self.config, self.now_ms, self.wall_ms, log=self.log, tree=self.tree)
         self.server.metrics = self.metrics
         self.metrics.record(f"{self.role}_sync_time", self.now_ms - self.started_ms)

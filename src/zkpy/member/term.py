@@ -31,6 +31,7 @@ class TermCore:
         self.metrics = ServerMetrics()  # ZooKeeper's figures; the shell puts the process's registry here
         self.started_ms = now_ms
         self.ended: str | None = None
+        self.designated: int | None = None  # a reconfig ended the term naming the next leader (no election)
         self.logging: deque[int] = deque()  # zxids handed to the log (AppendLog), oldest first
         self._effects: list[Effect] = []
         self._sends: dict[int, list[bytes]] = {}  # per link, in the order of each link's first send

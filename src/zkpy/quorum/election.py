@@ -43,8 +43,13 @@ Vote agreement for quorum counting is ZooKeeper's Vote.equals: if either vote is
 four numbers must match; between votes of established servers only the leader (and the peer
 epoch, unless exactly one of the two notifications predates the version field) is compared.
 
-Not implemented: the oracle (QuorumOracleMaj); acting on a newer
-config carried in a notification (reconfig restarts the election: the shell's business).
+Reconfiguration (with ``adopt_newer_configs``, i.e. reconfigEnabled): a notification that carries
+a config newer than mine, received while I am not decided, is handed out (``Ready.newer_config``);
+the shell adopts it and calls ``reconfigure``, which starts my round over with the new voters
+(3.8's WorkerReceiver and processReconfig). ``designate`` takes the leader a committed reconfig
+named, without a round.
+
+Not implemented: the oracle (QuorumOracleMaj).
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ from collections.abc import Mapping
 
 from zkpy.wire.quorum import Notification, ServerState
 
+from .dynconfig import config_version
 from .verifier import QuorumVerifier
 
 FINALIZE_WAIT_MS = 200  # FastLeaderElection.finalizeWait
@@ -131,6 +137,7 @@ class Ready:
 
     sends: tuple[Send, ...] = ()
     decision: Decision | None = None
+    newer_config: bytes | None = None  # a LOOKING member saw this config, newer than its own: adopt it
 
 
 class _Phase(enum.Enum):
@@ -154,6 +161,7 @@ class Election:
         learner_type: LearnerType = LearnerType.PARTICIPANT,
         next_verifier: QuorumVerifier | None = None,
         config_data: bytes = b"",
+        adopt_newer_configs: bool = False,
     ) -> None:
         self.sid = sid
         self.verifier = verifier
@@ -163,6 +171,8 @@ class Election:
         self.current_epoch = current_epoch
         self.logical_clock = logical_clock
         self.config_data = config_data  # QuorumVerifier.toString() bytes, carried in every notification
+        self.adopt_newer_configs = adopt_newer_configs  # reconfigEnabled: a newer config in a notification is news
+        self._newer_config: bytes | None = None
         # QuorumPeer.currentVote: what I answer non-voters (and, once decided, LOOKING voters) with.
         self.current_vote = Vote(sid, last_zxid, -1, current_epoch)
         self.proposal = Vote(NO_SID, NO_SID, -1, NO_SID)
@@ -237,6 +247,33 @@ class Election:
         self._receive(sid, n)
         self._drain_loopback()
 
+    def reconfigure(self, verifier: QuorumVerifier, config_data: bytes, learner_type: LearnerType) -> None:
+        """A newer config became active (QuorumPeer.processReconfig): who votes, what every
+        notification carries and my own role from now on (the next round starts with them)."""
+        self.verifier = verifier
+        self.next_verifier = None
+        self.config_data = config_data
+        self.learner_type = learner_type
+        if self._phase in (_Phase.LOOKING, _Phase.FINALIZING):  # the round starts over, with the new voters
+            self._phase = _Phase.LOOKING
+            self._recvset.clear()
+            self._outofelection.clear()
+            self.proposal = self._initial_vote()
+            self._send_notifications()
+            self._resend_at_ms = self.now_ms + self._not_timeout_ms
+            self._drain_loopback()
+
+    def designate(self, leader: int, zxid: int) -> Decision:
+        """A committed reconfig named ``leader`` (QuorumPeer.updateVote and updateServerState with
+        the reconfig flag): I take its role without a round, and answer with this vote from now on."""
+        if self._phase not in (_Phase.IDLE, _Phase.DECIDED):
+            raise ElectionError(f"designate while {self._phase.value}")
+        vote = Vote(leader, zxid, self.logical_clock, self.current_vote.peer_epoch)
+        self._decide(leader, vote)
+        decision, self._decision = self._decision, None
+        assert decision is not None
+        return decision
+
     def update_peer_epoch(self, peer_epoch: int) -> None:
         """QuorumPeer.updateElectionVote: the new epoch Zab settled, answered from now on."""
         self.current_vote = dataclasses.replace(self.current_vote, peer_epoch=peer_epoch)
@@ -245,14 +282,20 @@ class Election:
 
     def ready(self) -> Ready:
         """What to send, in order, and the decision if it was just made; both are handed out once."""
-        out = Ready(tuple(self._sends), self._decision)
+        out = Ready(tuple(self._sends), self._decision, self._newer_config)
         self._sends = []
         self._decision = None
+        self._newer_config = None
         return out
 
     # ------------------------------------------------------------------ the receiver (WorkerReceiver)
 
     def _receive(self, sid: int, n: Notification) -> None:
+        if (self.adopt_newer_configs and n.config and self._phase is not _Phase.DECIDED
+                and config_version(n.config) > self.verifier.version):
+            # WorkerReceiver: a LOOKING server that hears of a newer config adopts it (the shell
+            # calls ``reconfigure``, which opens the round again with it)
+            self._newer_config = n.config
         if sid not in self.voters:
             v = self.current_vote
             self._reply(sid, v.leader, v.zxid, self.logical_clock, v.peer_epoch)

@@ -18,13 +18,21 @@ Phases (Leader.lead and LearnerHandler.run of 3.8):
 - SYNC (per learner, as soon as both the epoch quorum and its own ACKEPOCH are in): DIFF,
   TRUNC or SNAP (``plan_sync``), the committed txns it lacks, every outstanding proposal after
   them, then NEWLEADER. From then on the learner gets every new proposal too.
-- The NEWLEADER ack of a quorum of voters (me included, once my currentEpoch is written)
-  establishes the epoch: ``Established`` tells the shell to start serving, and every learner
+- The NEWLEADER ack of a quorum of voters (me included, once my currentEpoch is written; of
+  ``newleader_verifier`` too, when NEWLEADER carries a newer config) establishes the epoch: ``Established`` tells the shell to start serving, and every learner
   whose ack is in gets UPTODATE (later ones as their ack arrives).
 - BROADCAST: each proposal goes to the voters being forwarded to; it commits, in zxid order,
   once a quorum of voters (me included, after my own fsync) has acked it; COMMIT goes to the
   voters, INFORM (with the txn) to the observers. A learner's SYNC request is answered once
   every proposal made before it has committed.
+
+Reconfiguration (Leader.propose / tryToCommit of 3.8): a proposal made with a next verifier (a
+reconfig txn), and every proposal after it until it commits, commits only with a quorum of the
+current config *and* of the next one (non-voting followers ack too: only OBSERVERINFO makes an
+observer). Its commit goes out as COMMITANDACTIVATE (INFORMANDACTIVATE to observers) naming the
+designated leader (``dynconfig.designated_leader``: me if I vote in the next config); `Activate`
+follows its `Commit`, and from then on the next config counts. A leader that designated another
+commits nothing more and ends its term once its followers left (at most a tick later).
 
 Liveness (Leader.lead's loop): a PING goes to every synced learner each half tick; a learner
 that sent nothing for syncLimit ticks is dropped; each tick, if the voters heard from within
@@ -37,12 +45,14 @@ from __future__ import annotations
 import enum
 import struct
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from zkpy.ids import make_zxid, zxid_counter, zxid_epoch
 from zkpy.wire.proto import Id
 from zkpy.wire.quorum import LEARNER_PROTOCOL_VERSION, LearnerInfo, PacketType, QuorumPacket
 
+from .dynconfig import designated_leader
 from .sync import CommittedLog, LoggedTxn, SyncKind, plan_sync
 from .verifier import QuorumVerifier
 from .zab import Failed as Failed
@@ -51,6 +61,7 @@ from .zab import SetCurrentEpoch as SetCurrentEpoch
 from .zab import packet_name
 
 _INT = struct.Struct(">i")
+_LONG = struct.Struct(">q")
 _REQUEST_HEAD = struct.Struct(">qii")
 _TOUCH = struct.Struct(">qi")
 _REVALIDATE = struct.Struct(">qi")
@@ -132,6 +143,17 @@ class Revalidate:
 
 
 @dataclass(frozen=True, slots=True)
+class Activate:
+    """The reconfig proposal ``zxid`` committed (its `Commit` came first): its config, of
+    ``verifier``, is active from now on; ``designated`` leads the next term (me: I go on leading;
+    another: I commit nothing more, and this term ends right after)."""
+
+    zxid: int
+    verifier: QuorumVerifier
+    designated: int
+
+
+@dataclass(frozen=True, slots=True)
 class QuorumConfirmed:
     """A quorum check asked with ``check_quorum(token)`` passed: the local sync may answer."""
 
@@ -139,7 +161,7 @@ class QuorumConfirmed:
 
 
 Action = Send | Close | SetAcceptedEpoch | SetCurrentEpoch | Established | Commit | LearnerRequest | LearnerSync \
-    | Touch | Revalidate | QuorumConfirmed | Failed
+    | Touch | Revalidate | QuorumConfirmed | Activate | Failed
 
 
 # ---------------------------------------------------------------- state
@@ -168,7 +190,7 @@ class LearnerHandle:
     cid: int
     phase: LearnerPhase = LearnerPhase.AWAIT_INFO
     sid: int = -1
-    observer: bool = False
+    observer: bool = False  # came with OBSERVERINFO: gets INFORM, acks nothing (a non-voting follower is no observer)
     accepted_epoch: int = -1
     last_zxid: int = -1
     last_heard_ms: int = 0
@@ -199,6 +221,10 @@ class Outstanding:
     zxid: int
     data: bytes
     acks: set[int] = field(default_factory=set)
+    # while a reconfig is pending, a proposal needs a quorum of the next config too (3.8's
+    # Proposal.qvAcksetPairs); ``reconfig`` marks the proposal that activates it
+    next_verifier: QuorumVerifier | None = None
+    reconfig: bool = False
 
 
 class Leader:
@@ -206,7 +232,8 @@ class Leader:
 
     def __init__(self, sid: int, verifier: QuorumVerifier, *, accepted_epoch: int, current_epoch: int,
                  last_zxid: int, committed: CommittedLog, now_ms: int, tick_ms: int, init_limit: int,
-                 sync_limit: int, config_data: bytes = b"", quorum_sync: bool = False) -> None:
+                 sync_limit: int, config_data: bytes = b"", quorum_sync: bool = False,
+                 newleader_config: Callable[[int], tuple[bytes, QuorumVerifier | None]] | None = None) -> None:
         self.sid = sid
         self.verifier = verifier
         self.accepted_epoch = accepted_epoch
@@ -217,8 +244,15 @@ class Leader:
         self.tick_ms = tick_ms
         self.init_limit_ms = init_limit * tick_ms
         self.sync_limit_ms = sync_limit * tick_ms
-        self.config_data = config_data
+        self.config_data = config_data  # what NEWLEADER carries (the config string)
+        self._newleader_config = newleader_config  # or, given the new epoch, what it carries (and its verifier, if newer)
         self.quorum_sync = quorum_sync
+        self.next_verifier: QuorumVerifier | None = None  # the config of a reconfig proposed, not yet committed
+        # the config NEWLEADER carries when it is newer than mine (a reconfig in my log): the epoch
+        # is established only with a quorum of it too (3.8's newLeaderProposal with both verifiers)
+        self.newleader_verifier: QuorumVerifier | None = None
+        self.allowed_to_commit = True  # false once a reconfig handed the leadership to another
+        self._handover_ms = 0  # then: when the term ends at the latest (the learners leave first)
         self._checks: list[QuorumCheck] = []
         self.phase = Phase.DISCOVERY
         self.epoch = -1
@@ -268,6 +302,7 @@ class Leader:
         for cids in self._pending_syncs.values():
             while cid in cids:
                 cids.remove(cid)
+        self._handed_over()
 
     def step(self, cid: int, packet: QuorumPacket, now_ms: int) -> None:
         """A packet from learner ``cid``; a protocol violation closes that learner only."""
@@ -315,7 +350,7 @@ class Leader:
             if other is not h and other.sid == info.serverid:
                 self._drop(other, f"sid {info.serverid} connected again")
         h.sid = info.serverid
-        h.observer = p.type == PacketType.OBSERVERINFO or not self.verifier.is_voter(h.sid)
+        h.observer = p.type == PacketType.OBSERVERINFO
         h.accepted_epoch = zxid_epoch(p.zxid)
         h.phase = LearnerPhase.AWAIT_EPOCH
         if self.phase is not Phase.DISCOVERY and not h.observer and h.accepted_epoch > self.epoch:
@@ -336,6 +371,8 @@ class Leader:
         if self.phase is not Phase.DISCOVERY or not self.verifier.contains_quorum(self._connecting):
             return
         self.epoch = max(self._connecting.values()) + 1
+        if self._newleader_config is not None:
+            self.config_data, self.newleader_verifier = self._newleader_config(self.epoch)
         self.phase = Phase.EPOCH_ACK
         self._phase_deadline_ms = self.now_ms + self.init_limit_ms
         self.accepted_epoch = self.epoch
@@ -415,6 +452,8 @@ class Leader:
             return
         if not self.verifier.contains_quorum(self._newleader_acked):
             return
+        if self.newleader_verifier is not None and not self.newleader_verifier.contains_quorum(self._newleader_acked):
+            return
         self.phase = Phase.BROADCAST
         self.last_proposed = self.last_committed = make_zxid(self.epoch, 0)
         self._actions.append(Established(self.epoch))
@@ -431,9 +470,12 @@ class Leader:
 
     # ------------------------------------------------------------ broadcast
 
-    def propose(self, zxid: int, data: bytes) -> None:
-        """The pipeline made a txn (``data``: serialized header + txn); send it to the voters.
-        Ignored once the leader has stopped: the term is over and the txn is never committed."""
+    def propose(self, zxid: int, data: bytes, next_verifier: QuorumVerifier | None = None) -> None:
+        """The pipeline made a txn (``data``: serialized header + txn); send it to the followers.
+        With ``next_verifier`` it is a reconfig: it and every proposal after it commit only with a
+        quorum of both configs, and its commit activates the next one (3.8 allows one reconfig
+        in flight; prep refuses a second). Ignored once the leader has stopped: the term is over
+        and the txn is never committed."""
         if self.phase is Phase.STOPPED:
             return
         if self.phase is not Phase.BROADCAST:
@@ -441,7 +483,9 @@ class Leader:
         if zxid <= self.last_proposed:
             raise ZabError(f"proposal 0x{zxid:x} after 0x{self.last_proposed:x}")
         self.last_proposed = zxid
-        o = Outstanding(zxid, data)
+        if next_verifier is not None:
+            self.next_verifier = next_verifier
+        o = Outstanding(zxid, data, next_verifier=self.next_verifier, reconfig=next_verifier is not None)
         self.outstanding.append(o)
         self._outstanding_by_zxid[zxid] = o
         packet = QuorumPacket(PacketType.PROPOSAL, zxid, data, None)  # one object: the shell encodes it once
@@ -554,36 +598,79 @@ class Leader:
 
     def _try_commit(self) -> None:
         """Commit from the oldest outstanding proposal while each has a quorum of acks (mine
-        included); the Commit action comes first, so a SNAP serialized by a later action holds
-        these txns."""
+        included; of both configs while a reconfig is pending); the Commit action comes first, so
+        a SNAP serialized by a later action holds these txns. A committed reconfig goes out as
+        COMMITANDACTIVATE (INFORMANDACTIVATE) naming the designated leader, and is followed by
+        `Activate`; if that leader is another server, nothing more commits and the term ends
+        (Leader.tryToCommit, allowedToCommit)."""
         count = 0
         sends: list[Action] = []
         outstanding = self.outstanding
-        while outstanding and outstanding[0].zxid <= self._logged_upto:
+        while self.allowed_to_commit and outstanding and outstanding[0].zxid <= self._logged_upto:
             head = outstanding[0]
             head.acks.add(self.sid)
             if not self.verifier.contains_quorum(head.acks):
+                break
+            if head.next_verifier is not None and not head.next_verifier.contains_quorum(head.acks):
                 break
             o = outstanding.popleft()
             del self._outstanding_by_zxid[o.zxid]
             self.last_committed = o.zxid
             self.committed.add(LoggedTxn(o.zxid, o.data))
             count += 1
+            activate = self._designate(o) if o.reconfig else None
             commit = inform = None
             for h in self.learners.values():
                 if h.synced_from_leader:
                     if h.observer:
-                        inform = inform or QuorumPacket(PacketType.INFORM, o.zxid, o.data, None)
+                        if inform is None:
+                            inform = QuorumPacket(PacketType.INFORM, o.zxid, o.data, None) if activate is None \
+                                else QuorumPacket(PacketType.INFORMANDACTIVATE, o.zxid,
+                                                  _LONG.pack(activate.designated) + o.data, None)
                         sends.append(Send(h.cid, inform))
                     else:
-                        commit = commit or QuorumPacket(PacketType.COMMIT, o.zxid, None, None)
+                        if commit is None:
+                            commit = QuorumPacket(PacketType.COMMIT, o.zxid, None, None) if activate is None \
+                                else QuorumPacket(PacketType.COMMITANDACTIVATE, o.zxid,
+                                                  _LONG.pack(activate.designated), None)
                         sends.append(Send(h.cid, commit))
             for cid in self._pending_syncs.pop(o.zxid, ()):
                 if cid in self.learners:
                     sends.append(Send(cid, QuorumPacket(PacketType.SYNC, 0, None, None)))
+            if activate is not None:
+                self._actions.append(Commit(count))
+                self._actions.extend(sends)
+                self._actions.append(activate)
+                count, sends = 0, []
         if count:
             self._actions.append(Commit(count))
-            self._actions.extend(sends)
+        self._actions.extend(sends)
+
+    def _designate(self, o: Outstanding) -> Activate:
+        """The reconfig ``o`` commits: its config becomes the active one (for the commits after
+        it too), and names the next term's leader (Leader.getDesignatedLeader)."""
+        new = o.next_verifier
+        assert new is not None
+        designated = designated_leader(self.sid, new, o.acks, [p.acks for p in self.outstanding])
+        self.verifier = new
+        self.next_verifier = None
+        for p in self.outstanding:
+            p.next_verifier = None
+        if designated != self.sid:
+            # 3.8 commits nothing more; its followers leave for the designated leader once they
+            # applied the reconfig, and the term ends when they are gone (here: at the latest a
+            # tick later, instead of 3.8's syncLimit)
+            self.allowed_to_commit = False
+            self._handover_ms = self.now_ms + self.tick_ms
+        return Activate(o.zxid, new, designated)
+
+    def _handed_over(self) -> bool:
+        if self.allowed_to_commit or self.phase is Phase.STOPPED:
+            return False
+        if any(not h.observer for h in self.learners.values()) and self.now_ms < self._handover_ms:
+            return False
+        self._fail("the committed reconfig handed the leadership over")
+        return True
 
     # ------------------------------------------------------------ time
 
@@ -598,6 +685,8 @@ class Leader:
             for h in list(self.learners.values()):
                 if now_ms >= h.deadline_ms:
                     self._drop(h, "no packet within initLimit")
+            return
+        if self._handed_over():
             return
         for h in list(self.learners.values()):
             if now_ms >= h.deadline_ms:

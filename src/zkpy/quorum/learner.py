@@ -24,6 +24,11 @@ Order kept (Learner.registerWithLeader / syncWithLeader, with the fixes of ZOOKE
    it is both committed and on disk, in zxid order; SYNC completes in that same order.
    Observers get INFORM (a committed txn) instead, and ack nothing but NEWLEADER and UPTODATE.
 
+Reconfiguration: COMMITANDACTIVATE (INFORMANDACTIVATE for observers) commits a reconfig txn and
+names the designated leader: `Activate` follows its `Apply`. NEWLEADER's data is the leader's
+config string, handed over as `LeaderConfig` just before `Serve`. What they mean for this server
+(a newer config, a new leader, a role changed) the member core decides (``member.learning``).
+
 A silence from the leader longer than initLimit (until NEWLEADER) or syncLimit (after) ends
 the term (``Failed``), as the socket timeouts do in ZooKeeper.
 """
@@ -48,6 +53,7 @@ _INT = struct.Struct(">i")
 _REQUEST_HEAD = struct.Struct(">qii")
 _REVALIDATE_REQ = struct.Struct(">qi")
 _REVALIDATE_REP = struct.Struct(">q?")
+_LONG = struct.Struct(">q")
 
 
 class LearnerError(Exception):
@@ -91,6 +97,23 @@ class Apply:
 
 
 @dataclass(frozen=True, slots=True)
+class Activate:
+    """The reconfig txn ``zxid`` (applied by the `Apply` just before) is committed: its config is
+    active, and ``designated`` leads (COMMITANDACTIVATE / INFORMANDACTIVATE)."""
+
+    zxid: int
+    designated: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderConfig:
+    """The leader's config (the NEWLEADER packet's config string), handed over at UPTODATE just
+    before `Serve`: a learner that missed a reconfig, or joins, adopts it if it is newer."""
+
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class Serve:
     """Synchronised (UPTODATE): serve clients."""
 
@@ -115,8 +138,8 @@ class SyncDone:
     """The oldest forwarded sync is answered: every commit before it has been applied."""
 
 
-Action = Send | SetAcceptedEpoch | SetCurrentEpoch | Truncate | TakeSnapshot | Log | Apply | Serve | PingReply \
-    | Revalidated | SyncDone | Failed
+Action = Send | SetAcceptedEpoch | SetCurrentEpoch | Truncate | TakeSnapshot | Log | Apply | Activate | LeaderConfig \
+    | Serve | PingReply | Revalidated | SyncDone | Failed
 
 
 class Phase(enum.Enum):
@@ -136,6 +159,7 @@ class _Txn:
     logged: bool = False
     committed: bool = False
     sync: bool = False
+    designated: int | None = None  # a reconfig committed with COMMITANDACTIVATE: the leader it names
 
 
 class Learner:
@@ -163,6 +187,7 @@ class Learner:
         self._logged_upto = last_logged_zxid
         self._deadline_ms = now_ms + self.init_limit_ms
         self._served = False
+        self._leader_config = b""  # NEWLEADER's config string
         self._actions: list[Action] = []
 
     # ------------------------------------------------------------ outputs
@@ -251,15 +276,17 @@ class Learner:
         t = p.type
         if t == PacketType.PROPOSAL:
             self._txns.append(_Txn(p.zxid, bytes(p.data or b"")))
-        elif t == PacketType.INFORM:
-            self._txns.append(_Txn(p.zxid, bytes(p.data or b""), committed=True))
+        elif t == PacketType.INFORM or t == PacketType.INFORMANDACTIVATE:
+            designated, data = _activation(p)
+            self._txns.append(_Txn(p.zxid, data, committed=True, designated=designated))
             self._apply_unlogged_if_snapshot()
-        elif t == PacketType.COMMIT:
-            self._mark_committed(p.zxid)
+        elif t == PacketType.COMMIT or t == PacketType.COMMITANDACTIVATE:
+            self._mark_committed(p.zxid, _activation(p)[0])
             self._apply_unlogged_if_snapshot()
         elif t == PacketType.NEWLEADER:
             if self.phase is not Phase.SYNC:
                 raise LearnerError("a second NEWLEADER")
+            self._leader_config = bytes(p.data or b"")
             self._on_newleader()
         elif t == PacketType.UPTODATE:
             if self.phase is not Phase.AWAIT_UPTODATE:
@@ -277,7 +304,7 @@ class Learner:
             return
         while self._txns and self._txns[0].committed:
             txn = self._txns.popleft()
-            self._actions.append(Apply(txn.zxid, txn.data))
+            self._apply(txn)
             self._logged_upto = max(self._logged_upto, txn.zxid)
 
     def _on_newleader(self) -> None:
@@ -303,6 +330,8 @@ class Learner:
         self._send(PacketType.ACK, make_zxid(self.new_epoch, 0))
         self.phase = Phase.BROADCAST
         self._served = True
+        if self._leader_config:
+            self._actions.append(LeaderConfig(self._leader_config))
         self._actions.append(Serve(self.new_epoch))
         if not self.observer:
             for zxid in self._to_ack_at_uptodate:
@@ -321,13 +350,14 @@ class Learner:
             txn = _Txn(p.zxid, bytes(p.data or b""))
             self._txns.append(txn)
             self._actions.append(Log(txn.zxid, txn.data))
-        elif t == PacketType.COMMIT:
+        elif t == PacketType.COMMIT or t == PacketType.COMMITANDACTIVATE:
             if self.observer:
                 return
-            self._mark_committed(p.zxid)
+            self._mark_committed(p.zxid, _activation(p)[0])
             self._apply_ready()
-        elif t == PacketType.INFORM:
-            txn = _Txn(p.zxid, bytes(p.data or b""), committed=True)
+        elif t == PacketType.INFORM or t == PacketType.INFORMANDACTIVATE:
+            designated, data = _activation(p)
+            txn = _Txn(p.zxid, data, committed=True, designated=designated)
             self._txns.append(txn)
             self._actions.append(Log(txn.zxid, txn.data))
         elif t == PacketType.PING:
@@ -349,12 +379,13 @@ class Learner:
         else:
             raise LearnerError(f"unexpected {packet_name(t)} while following")
 
-    def _mark_committed(self, zxid: int) -> None:
+    def _mark_committed(self, zxid: int, designated: int | None = None) -> None:
         for txn in self._txns:
             if txn.sync or txn.committed:
                 continue
             if txn.zxid == zxid:
                 txn.committed = True
+                txn.designated = designated
                 return
             raise LearnerError(f"COMMIT 0x{zxid:x} but the next uncommitted proposal is 0x{txn.zxid:x}")
         raise LearnerError(f"COMMIT 0x{zxid:x} for no pending proposal")
@@ -389,7 +420,15 @@ class Learner:
     def _apply_ready(self) -> None:
         while self._txns and self._txns[0].logged and self._txns[0].committed:
             txn = self._txns.popleft()
-            self._actions.append(SyncDone() if txn.sync else Apply(txn.zxid, txn.data))
+            if txn.sync:
+                self._actions.append(SyncDone())
+            else:
+                self._apply(txn)
+
+    def _apply(self, txn: _Txn) -> None:
+        self._actions.append(Apply(txn.zxid, txn.data))
+        if txn.designated is not None:
+            self._actions.append(Activate(txn.zxid, txn.designated))
 
     def tick(self, now_ms: int) -> None:
         self.now_ms = now_ms
@@ -408,3 +447,13 @@ class Learner:
     def _send(self, type_: int, zxid: int, data: bytes | None = None) -> None:
         self._actions.append(Send(QuorumPacket(type_, zxid, data, None)))
 
+
+def _activation(p: QuorumPacket) -> tuple[int | None, bytes]:
+    """The designated leader of a COMMITANDACTIVATE / INFORMANDACTIVATE (None for COMMIT and
+    INFORM) and the rest of its data (INFORM's txn)."""
+    data = bytes(p.data or b"")
+    if p.type not in (PacketType.COMMITANDACTIVATE, PacketType.INFORMANDACTIVATE):
+        return None, data
+    if len(data) < _LONG.size:
+        raise LearnerError(f"{packet_name(p.type)} without the designated leader")
+    return _LONG.unpack_from(data, 0)[0], data[_LONG.size:]

@@ -48,7 +48,7 @@ from typing import Any
 
 from zkpy.admin.tls import QuorumTls
 from zkpy.config import LearnerType as ConfigLearnerType
-from zkpy.config import QuorumServer, ServerConfig
+from zkpy.config import QuorumConfig, QuorumServer, ServerConfig
 from zkpy.errors import ProtocolError
 from zkpy.quorum.election import Decision, Election, ElectionError, LearnerType
 from zkpy.quorum.verifier import address_string, config_string, quorum_verifier
@@ -123,7 +123,9 @@ class ElectionService:
         self.config_data = config_string(quorum).encode("utf-8")
         self._election = Election(self.sid, quorum_verifier(quorum), last_zxid=last_zxid, current_epoch=current_epoch,
                                   logical_clock=logical_clock, learner_type=learner_type,
-                                  config_data=self.config_data)
+                                  config_data=self.config_data, adopt_newer_configs=config.reconfig_enabled)
+        # reconfigEnabled: what to do with a newer config a notification carries (the peer adopts it)
+        self.on_newer_config: Callable[[bytes], None] | None = None
         self._cnx_timeout_s = cnx_timeout_ms / 1000
         self._log_limiter = LogLimiter()  # lines a peer can make us repeat: a few per minute per kind and peer
         self._tls = tls  # sslQuorum: every election link is TLS
@@ -189,6 +191,22 @@ class ElectionService:
             self._receive(sid, n)
         return await decision
 
+    def reconfigure(self, quorum: QuorumConfig) -> None:
+        """A newer config is active: its voters, addresses and config string from now on (my own
+        election address stays the one I listen on)."""
+        self._quorum = quorum
+        me = quorum.me
+        learner_type = LearnerType.OBSERVER if me is not None and me.role is ConfigLearnerType.OBSERVER \
+            else LearnerType.PARTICIPANT
+        self.config_data = config_string(quorum).encode("utf-8")
+        self._election.reconfigure(quorum_verifier(quorum, quorum.config_version), self.config_data, learner_type)
+
+    def designate(self, leader: int, zxid: int) -> Decision:
+        """Take the role a committed reconfig designated, without an election round."""
+        decision = self._election.designate(leader, zxid)
+        log.info("%d takes the designated leader %d: %s", self.sid, leader, decision.state.name)
+        return decision
+
     def update_peer_epoch(self, epoch: int) -> None:
         """The epoch Zab settled on: what LOOKING peers are told from now on."""
         self._election.update_peer_epoch(epoch)
@@ -252,6 +270,10 @@ class ElectionService:
                      decision.state.name, decision.leader, v.zxid, v.peer_epoch, v.election_epoch)
             if self._decision is not None and not self._decision.done():
                 self._decision.set_result(decision)
+        if ready.newer_config is not None and self.on_newer_config is not None:
+            log.info("%d heard of a newer config: %r", self.sid, ready.newer_config)
+            self.on_newer_config(ready.newer_config)  # reconfigure() starts the round over: its sends
+            self._pump()
 
     async def _tick_loop(self) -> None:
         while True:

@@ -25,6 +25,7 @@ import asyncio
 import gc
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from zkpy.admin.fourletter import DEFAULT_TRACE_MASK
@@ -32,12 +33,14 @@ from zkpy.admin.http import AdminServer
 from zkpy.admin.prometheus import MetricsEndpoint
 from zkpy.admin.tls import quorum_tls
 from zkpy.admin.view import Summary
-from zkpy.config import LearnerType, ServerConfig
+from zkpy.config import LearnerType, QuorumConfig, ServerConfig
 from zkpy.member.history import History
 from zkpy.member.read_only import ReadOnlyGate
-from zkpy.quorum.verifier import quorum_verifier
+from zkpy.quorum.dynconfig import activation, verifier_of
+from zkpy.quorum.verifier import config_string, quorum_verifier
 from zkpy.runtime.banner import serving_line
 from zkpy.runtime.clientport import ClientPort, ServesClients
+from zkpy.runtime.dynfiles import write_dynamic_config
 from zkpy.runtime.election_net import ElectionService
 from zkpy.runtime.leader_term import LeaderTerm
 from zkpy.runtime.learner_term import LearnerTerm
@@ -52,7 +55,7 @@ from zkpy.server.metrics import ServerMetrics
 from zkpy.storage.disk import FaultPlan
 from zkpy.storage.epochs import load_epochs, write_epoch
 from zkpy.storage.files import DataDirs
-from zkpy.storage.recovery import recover
+from zkpy.storage.recovery import Progress, recover
 from zkpy.storage.truncate import drop_unadopted_epoch
 from zkpy.tree.datatree import DataTree
 
@@ -62,9 +65,11 @@ log = logging.getLogger("zkpy.quorum")
 class QuorumPeer(ServesClients):
     """An ensemble member: client port always open, serving only while a term is established."""
 
-    def __init__(self, config: ServerConfig, faults: FaultPlan | None = None) -> None:
+    def __init__(self, config: ServerConfig, faults: FaultPlan | None = None,
+                 recovery_progress: Progress | None = None) -> None:
         assert config.quorum is not None and config.quorum.my_id is not None
         self.config = config
+        self.recovery_progress = recovery_progress  # told how the first recovery goes
         self.quorum = config.quorum
         self.sid = int(self.quorum.my_id)  # type: ignore[arg-type]
         me = self.quorum.me
@@ -90,6 +95,7 @@ class QuorumPeer(ServesClients):
         self.read_only_gate = ReadOnlyGate(config.read_only_mode, config.tick_ms)
         self.read_only: ReadOnlyService | None = None  # serving read-only clients while looking
         self._read_only_timer: asyncio.TimerHandle | None = None
+        self._designated: int | None = None  # the leader a committed reconfig named for the next term
 
     # ---- what the four-letter words read (admin.view.ServerView) ----
 
@@ -138,6 +144,7 @@ class QuorumPeer(ServesClients):
         self.election = ElectionService(self.config, last_zxid=history.tree.last_processed_zxid,
                                         current_epoch=epochs.current, cnx_timeout_ms=self.quorum.cnx_timeout_ms,
                                         tls=self.quorum_tls)
+        self.election.on_newer_config = self._newer_config
         await self.election.start()
         await self.clients.listen()
         await self.admin.start()  # a port it cannot bind costs a log line, not the server
@@ -167,7 +174,8 @@ class QuorumPeer(ServesClients):
             self.disk.makedirs(directory)
         gc.disable()
         try:
-            recovered = recover(self.disk, self.dirs, log.info)
+            recovered = recover(self.disk, self.dirs, log.info, self.recovery_progress)
+            self.recovery_progress = None
             if drop_unadopted_epoch(self.disk, self.dirs, recovered.tree.last_processed_zxid, log.warning):
                 recovered = recover(self.disk, self.dirs, log.info)
         finally:
@@ -186,16 +194,20 @@ class QuorumPeer(ServesClients):
         self.mode = "looking"
         self.metrics.counters["looking_count"] += 1
         looking_since = self._looking_since = asyncio.get_running_loop().time()
-        electing = asyncio.ensure_future(self.election.elect(tree.last_processed_zxid, epochs.current))
-        self._look(tree)
-        try:
-            await asyncio.wait([electing, stopping], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            self._looked()
-        if not electing.done():
-            electing.cancel()
-            return None
-        decision = electing.result()
+        designated, self._designated = self._designated, None
+        if designated is not None:
+            decision = self.election.designate(designated, tree.last_processed_zxid)
+        else:
+            electing = asyncio.ensure_future(self.election.elect(tree.last_processed_zxid, epochs.current))
+            self._look(tree)
+            try:
+                await asyncio.wait([electing, stopping], return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                self._looked()
+            if not electing.done():
+                electing.cancel()
+                return None
+            decision = electing.result()
         self.metrics.record("election_time", int((asyncio.get_running_loop().time() - looking_since) * 1000))
         log.info("server %d: election decided: leader %d, I am %s", self.sid, decision.leader, decision.state.name)
         term: LeaderTerm | LearnerTerm
@@ -225,6 +237,7 @@ class QuorumPeer(ServesClients):
         finally:
             term.close()
             self.term = None
+            self._designated = term.core.designated
             self.close_clients()
             self.mode = "looking"
         # a term that broke off with an exception may have left its tree half-way: start from disk
@@ -309,11 +322,42 @@ class QuorumPeer(ServesClients):
     def write_epoch(self, name: str, value: int) -> None:
         write_epoch(self.disk, self.dirs.snap_dir, name, value)
 
+    def _newer_config(self, data: bytes) -> None:
+        """The election heard of a config newer than mine (QuorumPeer.processReconfig from
+        FastLeaderElection): adopt it, and the round starts over with it."""
+        try:
+            act = activation(self.quorum, data, leader=-1, designated=None)
+        except ValueError as exc:
+            log.warning("server %d: a peer's config cannot be read (%s): ignored", self.sid, exc)
+            return
+        if act is not None:
+            self.activate(act.quorum)
+
+    def activate(self, quorum: QuorumConfig) -> None:
+        """A newer config is active (a committed reconfig, or the leader's): the election and the
+        next terms use it, and it is written as 3.8 writes it (``write_dynamic_config``)."""
+        log.info("server %d: config version 0x%x active: %s", self.sid, quorum.config_version,
+                 config_string(quorum).replace("\n", ", "))
+        self.quorum = quorum
+        self.config = replace(self.config, quorum=quorum)
+        me = quorum.me
+        self.observer = me is not None and me.role is LearnerType.OBSERVER
+        self.verifier = verifier_of(quorum)
+        if self.election is not None:
+            self.election.reconfigure(quorum)
+        if quorum.static_path:
+            try:
+                write_dynamic_config(quorum)
+            except OSError as exc:
+                log.error("server %d: cannot write config version 0x%x beside %s: %s", self.sid,
+                          quorum.config_version, quorum.static_path, exc)
+
 
 async def serve_quorum(config: ServerConfig, stop: asyncio.Event, faults: FaultPlan | None = None,
-                       on_ready: Callable[[QuorumPeer], None] | None = None) -> None:
+                       on_ready: Callable[[QuorumPeer], None] | None = None,
+                       recovery_progress: Progress | None = None) -> None:
     """Run an ensemble member until ``stop`` is set; DiskFailure if its log could not be written."""
-    peer = QuorumPeer(config, faults)
+    peer = QuorumPeer(config, faults, recovery_progress)
     if on_ready is not None:
         on_ready(peer)
     await peer.run(stop)

@@ -26,7 +26,7 @@ from zkpy.server.core import ServerCore
 from zkpy.server.outputs import Output, Propose
 from zkpy.storage.disk import Disk, FaultPlan
 from zkpy.storage.files import DataDirs, purge
-from zkpy.storage.recovery import Recovered, recover
+from zkpy.storage.recovery import Progress, Recovered, recover
 
 log = logging.getLogger("zkpy.server")
 
@@ -37,7 +37,8 @@ class DiskFailure(Exception):
 class ZkServer(ServesClients):
     """A standalone zkpy server: recovers its data dir, then serves its client port."""
 
-    def __init__(self, config: ServerConfig, disk: Disk | None = None, faults: FaultPlan | None = None) -> None:
+    def __init__(self, config: ServerConfig, disk: Disk | None = None, faults: FaultPlan | None = None,
+                 recovery_progress: Progress | None = None) -> None:
         self.config = config
         self.disk = disk or OsDisk(faults, config.force_sync)
         self.dirs = DataDirs.of(config.data_dir, config.data_log_dir)
@@ -46,7 +47,7 @@ class ZkServer(ServesClients):
         # again (a third of the load time); loading makes no cycles, so it runs without it
         gc.disable()
         try:
-            self.recovered: Recovered = recover(self.disk, self.dirs, log.info)
+            self.recovered: Recovered = recover(self.disk, self.dirs, log.info, recovery_progress)
         finally:
             gc.enable()
         recovery_s = time.monotonic() - t0
@@ -165,9 +166,11 @@ class ZkServer(ServesClients):
         log.info("server shut down")
 
 
-async def serve(config: ServerConfig, stop: asyncio.Event, faults: FaultPlan | None = None) -> None:
-    """Recover, then serve until ``stop`` is set; raise DiskFailure if the log could not be written."""
-    server = ZkServer(config, faults=faults)
+async def serve(config: ServerConfig, stop: asyncio.Event, faults: FaultPlan | None = None,
+                recovery_progress: Progress | None = None) -> None:
+    """Recover (telling ``recovery_progress``, see zkpy.storage.recovery), then serve until ``stop``
+    is set; raise DiskFailure if the log could not be written."""
+    server = ZkServer(config, faults=faults, recovery_progress=recovery_progress)
     await server.start()
     waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(server.stopped.wait())]
     try:

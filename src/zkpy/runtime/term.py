@@ -60,6 +60,7 @@ class TermHost(Protocol):
     def uses(self, persistence: Persistence | None) -> None: ...
     def disk_failed(self, exc: BaseException) -> None: ...
     def write_client(self, conn: Connection) -> None: ...
+    def activate(self, quorum: QuorumConfig) -> None: ...
 
 
 class Term:
@@ -101,6 +102,8 @@ class Term:
             self.host.serving(effect.server, self.role, effect.epoch)
         elif isinstance(effect, fx.Output):
             self.host.write_client(effect.conn)
+        elif isinstance(effect, fx.ActivateConfig):
+            self.host.activate(effect.quorum)
         elif isinstance(effect, fx.EndTerm):
             self.end(effect.reason)
         else:

@@ -69,6 +69,7 @@ from zkpy.wire.proto import (
     CreateResponse,
     CreateTTLRequest,
     DeleteRequest,
+    GetDataResponse,
     Id,
     ReconfigRequest,
     ReplyHeader,
@@ -819,6 +820,8 @@ class ServerCore:
                 body = SetDataResponse(rc.stat).to_bytes()  # type: ignore[arg-type]
             elif op == OpCode.SET_ACL:
                 body = SetACLResponse(rc.stat).to_bytes()  # type: ignore[arg-type]
+            elif op == OpCode.RECONFIG:  # the new config and its stat, as FinalRequestProcessor answers
+                body = GetDataResponse(p.txn.data, rc.stat).to_bytes()  # type: ignore[arg-type]
             self._send(conn, ReplyHeader(p.xid, zxid, 0).to_bytes() + body)
         if op == OpCode.CLOSE_SESSION:
             conn.close("closeSession")

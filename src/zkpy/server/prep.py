@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from zkpy.config import ServerConfig
 from zkpy.errors import (
@@ -43,7 +43,7 @@ from zkpy.tree.paths import parent_of, path_error
 from zkpy.tree.quota import check_limits, limit_path, limits_apply, parse_stats, stat_path, top_namespace
 from zkpy.wire.consts import CONTAINER_EPHEMERAL_OWNER, MAX_TTL_MS, TTL_MASK, CreateMode, OpCode, Perms
 from zkpy.wire.multi import Op
-from zkpy.wire.proto import ACL, Id
+from zkpy.wire.proto import ACL, Id, ReconfigRequest
 from zkpy.wire.txn import (
     CheckVersionTxn,
     CloseSessionTxn,
@@ -91,6 +91,22 @@ class ChangeRecord:
         return rec
 
 
+CONFIG_NODE = "/zookeeper/config"
+
+
+class Reconfigurer(Protocol):
+    """What prep needs of a leader to prep a reconfig (its member core implements it)."""
+
+    def next_config(self, request: ReconfigRequest, zxid: int) -> bytes:
+        """The config string the request asks for, at version ``zxid``; raises the ZooKeeper error
+        3.8 answers (ReconfigInProgress, BadVersion, BadArguments, NewConfigNoQuorum)."""
+        ...
+
+    def proposed(self, zxid: int, data: bytes) -> None:
+        """The reconfig txn ``zxid`` setting ``data`` passed every check: it is being proposed."""
+        ...
+
+
 class Prep:
     """Turns write requests into txns against the tree plus the outstanding changes."""
 
@@ -100,6 +116,7 @@ class Prep:
         self.log = log  # the server's log, for quota lines
         self.quota_exceeded: dict[str, int] = {}  # refusals by top-level znode (quota_exceeded_error_per_namespace)
         self._quota_lines = LogLimiter(burst=5, peer_burst=20, peer_per_s=1)
+        self.reconfigurer: Reconfigurer | None = None  # a leader's: reconfig is a leader's op
         # ACL schemes registered beside digest and ip (authProvider.N): sasl ids are valid, and "auth" names them
         self.providers = frozenset({"sasl"} if config.sasl_auth else ())
         self.outstanding: dict[str, ChangeRecord] = {}
@@ -235,8 +252,24 @@ class Prep:
         if op == OpCode.CLOSE_SESSION:
             return CloseSessionTxn(self._closing_ephemerals(session, zxid))
         if op == OpCode.RECONFIG:
-            raise ReconfigDisabledError()
+            return self._reconfig(req, auth, zxid, live)
         raise UnimplementedError()
+
+    def _reconfig(self, req: ReconfigRequest, auth: Sequence[Id], zxid: int, live: bool) -> SetDataTxn:
+        """PrepRequestProcessor's reconfig, checks in its order: enabled, the session, a leader,
+        the new config (the reconfigurer's checks), then WRITE on /zookeeper/config. The txn sets
+        the config node with version -1, as 3.8 logs it (a SetDataTxn under the reconfig type)."""
+        if not self.config.reconfig_enabled:
+            raise ReconfigDisabledError()
+        _check_live(live)
+        if self.reconfigurer is None:
+            raise UnimplementedError()
+        data = self.reconfigurer.next_config(req, zxid)
+        node = self.record(CONFIG_NODE)
+        check_acl(node.acl, Perms.WRITE, auth)
+        self._add(node.changed(zxid, version=-1))
+        self.reconfigurer.proposed(zxid, data)
+        return SetDataTxn(CONFIG_NODE, data, -1)
 
     def _create(self, op: int, req: Any, session: int, auth: Sequence[Id], zxid: int, time: int, live: bool,
                 ephemeral_error: ZookeeperError | None) -> Any:

@@ -16,6 +16,11 @@ Rules, in the order they apply:
    data anywhere is ``CorruptLogError``: the server refuses to start, naming file and offset.
 5. The digest a snapshot recorded is compared once replay reaches its zxid; a mismatch is
    logged and counted (ZooKeeper does the same), never silently ignored.
+
+Progress: ``recover``'s optional ``progress(phase, done, total)`` is told how far it got, for a
+shell to draw (this module draws nothing): phase "snapshot" counts bytes of the snapshot parsed,
+"replay" txns applied; both at most every ``PROGRESS_EVERY`` nodes or txns and once at the end
+of the phase; "done" (0, 0) always comes last, also when recovery fails.
 """
 
 from __future__ import annotations
@@ -28,11 +33,12 @@ from typing import Any
 from zkpy.ids import zxid_epoch
 from zkpy.storage.disk import Disk
 from zkpy.storage.files import DataDirs, logs_after
-from zkpy.storage.snapshot import SnapshotError, is_valid_snapshot, load_snapshot
+from zkpy.storage.snapshot import PROGRESS_EVERY, SnapshotError, is_valid_snapshot, load_snapshot
 from zkpy.storage.txnlog import CorruptLogError, scan_log
 from zkpy.tree.datatree import DataTree
 
 Log = Callable[[str], None]
+Progress = Callable[[str, int, int], None]  # (phase, done, total): see the module doc
 MAX_SNAPSHOTS_TRIED = 100
 REPLAYED_TAIL = 500  # ZKDatabase.commitLogCount
 
@@ -60,10 +66,18 @@ class Recovered:
         return self.snapshot_zxid is None and self.txns_replayed == 0 and not self.truncated
 
 
-def recover(disk: Disk, dirs: DataDirs, log: Log = lambda _m: None) -> Recovered:
+def recover(disk: Disk, dirs: DataDirs, log: Log = lambda _m: None, progress: Progress | None = None) -> Recovered:
+    try:
+        return _recover(disk, dirs, log, progress)
+    finally:
+        if progress is not None:
+            progress("done", 0, 0)
+
+
+def _recover(disk: Disk, dirs: DataDirs, log: Log, progress: Progress | None) -> Recovered:
     snaps = dirs.snapshots(disk)
     logs = dirs.logs(disk)
-    result = _load_newest_snapshot(disk, snaps, log)
+    result = _load_newest_snapshot(disk, snaps, log, progress)
     if result is None:
         if snaps or (logs and logs[0][0] > 1):
             raise RecoveryError(
@@ -73,11 +87,12 @@ def recover(disk: Disk, dirs: DataDirs, log: Log = lambda _m: None) -> Recovered
         needed = logs
     else:
         needed = logs_after(logs, result.snapshot_zxid or 0)
-    _replay(disk, result, needed, log)
+    _replay(disk, result, needed, log, progress)
     return result
 
 
-def _load_newest_snapshot(disk: Disk, snaps: list[tuple[int, str]], log: Log) -> Recovered | None:
+def _load_newest_snapshot(disk: Disk, snaps: list[tuple[int, str]], log: Log,
+                          progress: Progress | None) -> Recovered | None:
     for zxid, path in snaps[:MAX_SNAPSHOTS_TRIED]:
         data = disk.read(path)
         name = path.rsplit("/", 1)[-1]
@@ -85,7 +100,8 @@ def _load_newest_snapshot(disk: Disk, snaps: list[tuple[int, str]], log: Log) ->
             log(f"skipping invalid snapshot {path} ({len(data)} bytes)")
             continue
         try:
-            loaded = load_snapshot(name, data)
+            loaded = load_snapshot(name, data, None if progress is None
+                                   else lambda done, total: progress("snapshot", done, total))
         except SnapshotError as exc:
             log(f"skipping snapshot {path}: {exc}")
             continue
@@ -95,7 +111,8 @@ def _load_newest_snapshot(disk: Disk, snaps: list[tuple[int, str]], log: Log) ->
     return None
 
 
-def _replay(disk: Disk, result: Recovered, logs: list[tuple[int, str]], log: Log) -> None:
+def _replay(disk: Disk, result: Recovered, logs: list[tuple[int, str]], log: Log,
+            progress: Progress | None) -> None:
     tree = result.tree
     start = tree.last_processed_zxid
     scans = []
@@ -122,6 +139,7 @@ def _replay(disk: Disk, result: Recovered, logs: list[tuple[int, str]], log: Log
         _compare_digest(result, tree, digest, log)
         digest = None
     last = start
+    total = sum(len(scan.entries) for scan in scans) if progress is not None else 0
     for scan in scans:
         for entry in scan.entries:
             zxid = entry.hdr.zxid
@@ -138,9 +156,13 @@ def _replay(disk: Disk, result: Recovered, logs: list[tuple[int, str]], log: Log
             result.replayed_tail.append((entry.hdr, entry.txn))
             last = zxid
             result.txns_replayed += 1
+            if progress is not None and not result.txns_replayed % PROGRESS_EVERY:
+                progress("replay", result.txns_replayed, total)
             if digest is not None and zxid == digest[0]:
                 _compare_digest(result, tree, digest, log)
                 digest = None
+    if progress is not None and total:
+        progress("replay", result.txns_replayed, total)
     if result.txns_replayed:
         log(f"replayed {result.txns_replayed} txns up to zxid 0x{last:x}")
 

@@ -44,7 +44,7 @@ import gzip
 import re
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -62,6 +62,8 @@ SNAP_VERSION = 2
 SNAP_DBID = -1  # FileSnap writes -1; nothing reads it
 DIGEST_VERSION = 2  # DigestCalculator.DIGEST_VERSION
 OPEN_ACL_INDEX = -1  # ReferenceCountedACLCache.OPEN_UNSAFE_ACL_ID
+PROGRESS_EVERY = 4096  # nodes between two calls of a load's progress callback
+ParseProgress = Callable[[int, int], None]  # (offset, size) of the stream being parsed
 LOCKED_ACL_INDEX = 0  # ZooKeeper counts ACL indexes from 1; zkpy reserves 0 for LOCKED_ACL
 LOCKED_ACL = (ACL(0, Id("world", "anyone")),)  # grants nothing (super still passes)
 GZIP_MAGIC = b"\x1f\x8b"
@@ -314,9 +316,11 @@ def is_valid_snapshot(name: str, data: bytes) -> bool:
     return len(data) >= 10 and data[-5:] == _END
 
 
-def load_snapshot(name: str, data: bytes) -> LoadedSnapshot:
+def load_snapshot(name: str, data: bytes, progress: ParseProgress | None = None) -> LoadedSnapshot:
     """The tree, sessions and digest trailer a snapshot file holds; SnapshotError if it is
-    damaged (bad magic, checksum mismatch, truncated, a node without its parent, ...)."""
+    damaged (bad magic, checksum mismatch, truncated, a node without its parent, ...).
+    ``progress(offset, size)`` is called every ``PROGRESS_EVERY`` nodes and once at the end
+    (offsets into the uncompressed stream)."""
     zxid = snapshot_zxid(name)
     if zxid is None:
         raise SnapshotError(f"{name}: not a snapshot file name (snapshot.<zxid hex>)")
@@ -330,7 +334,7 @@ def load_snapshot(name: str, data: bytes) -> LoadedSnapshot:
             raise SnapshotError(f"{name}: bad gzip stream: {exc}") from exc
     data = bytes(data)
     try:
-        return _parse(name, zxid, data)
+        return _parse(name, zxid, data, progress)
     except (SnapshotError, struct.error, IndexError, ProtocolError) as exc:
         raise _diagnose(name, data, exc) from exc
 
@@ -352,11 +356,11 @@ def _diagnose(name: str, data: bytes, exc: Exception) -> SnapshotError:
     return SnapshotError(f"{name}: truncated ({size} bytes): {exc}")
 
 
-def _parse(name: str, zxid: int, data: bytes) -> LoadedSnapshot:
+def _parse(name: str, zxid: int, data: bytes, progress: ParseProgress | None = None) -> LoadedSnapshot:
     magic, _version, _dbid = _HEADER.unpack_from(data, 0)
     if magic != SNAP_MAGIC:
         raise _Definite(f"{name}: bad magic 0x{magic & 0xFFFFFFFF:08x}, expected 0x{SNAP_MAGIC:08x} (ZKSN)")
-    tree, unknown, pos = _parse_body(name, data, _HEADER.size)
+    tree, unknown, pos = _parse_body(name, data, _HEADER.size, progress)
     size = len(data)
 
     def fail(pos: int, what: str) -> SnapshotError:
@@ -381,10 +385,13 @@ def _parse(name: str, zxid: int, data: bytes) -> LoadedSnapshot:
         if dversion == DIGEST_VERSION and dzxid > 0 and dzxid >= zxid:
             trailer = (dzxid, dvalue & _MASK64)
     tree.last_processed_zxid = zxid
+    if progress is not None:
+        progress(size, size)
     return LoadedSnapshot(zxid, tree, trailer, unknown)
 
 
-def _parse_body(name: str, data: bytes, pos: int) -> tuple[DataTree, list[str], int]:
+def _parse_body(name: str, data: bytes, pos: int,
+                progress: ParseProgress | None = None) -> tuple[DataTree, list[str], int]:
     """sessions acls node* end, from ``pos``: the tree (sessions set, digest recomputed), the
     paths whose ACL index was unknown, and the position after the end marker."""
     size = len(data)
@@ -513,6 +520,8 @@ def _parse_body(name: str, data: bytes, pos: int) -> tuple[DataTree, list[str], 
         count += 1
         if len(nodes) != count:
             raise fail(pos, f"{path} appears twice")
+        if progress is not None and not count % PROGRESS_EVERY:
+            progress(pos, size)
         if pb.startswith(_ZK_SUBTREE):
             node.digest = 0
         else:

@@ -387,6 +387,24 @@ def _launch_members(root: str, starts: Sequence[tuple[str, int, int]], members: 
     return servers
 
 
+def member_line(server: ServerProcess, role: str = "participant") -> str:
+    """The ``server.N`` value of a member started here: ``127.0.0.1:quorum:election:role;127.0.0.1:client``."""
+    return f"127.0.0.1:{server.extra['quorum_port']}:{server.extra['election_port']}:{role};127.0.0.1:{server.port}"
+
+
+def start_joining_member(kind: str, ensemble: Sequence[ServerProcess], myid: int,
+                         settings: Mapping[str, str | None] | None = None, *, tick_ms: int = 500,
+                         jvm_props: Mapping[str, str] | None = None) -> ServerProcess:
+    """Start (without waiting) a new member ``myid`` beside a running ``ensemble`` on fresh ports, as
+    ZooKeeper's reconfig guide says to: its config lists the ensemble's members and itself as an
+    observer, so that it joins and syncs without voting until a ``reconfig -add`` takes it in."""
+    client, quorum, election = free_ports(3)
+    members = {f"server.{s.extra['myid']}": member_line(s) for s in ensemble}
+    members[f"server.{myid}"] = f"127.0.0.1:{quorum}:{election}:observer;127.0.0.1:{client}"
+    return _spawn_member(kind, ensemble[0].extra["root"], myid, client, members, settings, tick_ms=tick_ms,
+                         jvm_props=jvm_props, observer=False)
+
+
 def start_apache_ensemble(n: int = 3, settings: Mapping[str, str | None] | None = None,
                           ready_s: float = 60.0, *, tick_ms: int = 500,
                           jvm_props: Mapping[str, str] | None = None) -> list[ServerProcess]:

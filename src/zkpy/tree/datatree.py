@@ -242,7 +242,7 @@ class DataTree:
             elif op in (OpCode.DELETE, OpCode.DELETE_CONTAINER):
                 rc.path = txn.path
                 self.delete_node(txn.path, zxid)
-            elif op == OpCode.SET_DATA:
+            elif op == OpCode.SET_DATA or op == OpCode.RECONFIG:  # a reconfig sets /zookeeper/config
                 rc.path, rc.stat = txn.path, self.set_data(txn.path, txn.data, txn.version, zxid, time)
             elif op == OpCode.SET_ACL:
                 rc.path, rc.stat = txn.path, self.set_acl(txn.path, txn.acl, txn.version)

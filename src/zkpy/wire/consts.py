@@ -59,6 +59,11 @@ class EventType(IntEnum):
     DATA_WATCH_REMOVED = 5
     CHILD_WATCH_REMOVED = 6
     PERSISTENT_WATCH_REMOVED = 7
+    # kazoo's names (aliases: the members above stay the canonical ones)
+    CREATED = 1
+    DELETED = 2
+    CHANGED = 3
+    CHILD = 4
 
 
 class KeeperState(IntEnum):

@@ -136,6 +136,7 @@ HONOURED_SAMPLES: dict[str, tuple[str, str, object]] = {
     "peerType": ("participant", "quorum.peer_type", LearnerType.PARTICIPANT),
     "standaloneEnabled": ("false", "quorum.standalone_enabled", False),
     "quorumListenOnAllIPs": ("true", "quorum.quorum_listen_on_all_ips", True),
+    "reconfigEnabled": ("true", "reconfig_enabled", True),
     "zkpy.quorumSync": ("true", "quorum.quorum_sync", True),
     "localSessionsEnabled": ("true", "quorum.local_sessions", True),
     "localSessionsUpgradingEnabled": ("true", "quorum.local_sessions_upgrading", True),
@@ -230,11 +231,15 @@ def test_a_value_asking_for_what_zkpy_does_anyway_is_accepted_silently(key: str,
     assert warned(caplog) == []
 
 
-def test_reconfig_enabled_warns_that_reconfig_requests_are_refused(caplog: pytest.LogCaptureFixture) -> None:
+def test_reconfig_enabled_is_honoured_without_a_warning(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="zkpy.config"):
         parse({"reconfigEnabled": "true"})
-    [line] = warn_lines_naming(caplog, "reconfigEnabled")
-    assert "ReconfigDisabled" in line
+    assert warn_lines_naming(caplog, "reconfigEnabled") == []
+
+
+def test_a_bad_reconfig_enabled_names_the_key() -> None:
+    with pytest.raises(ConfigError, match="reconfigEnabled"):
+        parse({"reconfigEnabled": "sometimes"})
 
 
 def test_a_property_name_without_its_zookeeper_prefix_gets_its_rows_warning(
@@ -391,7 +396,7 @@ def fixture_props(name: str, **extra: str) -> dict[str, str]:
 
 ADMIN_GUIDE_WARNED = {"tcpKeepAlive", "electionPortBindRetry", "clientPortListenBacklog", "globalOutstandingLimit",
                       "fsync.warningthresholdms"}
-KAZOO_WARNED = {"serverCnxnFactory", "reconfigEnabled", "authProvider.1"}
+KAZOO_WARNED = {"serverCnxnFactory", "authProvider.1"}
 
 
 def warned_keys(caplog: pytest.LogCaptureFixture) -> list[str]:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from zkpy.client.retry import RetryPolicy, is_retryable
+from zkpy.client.retry import KazooRetry, RetryPolicy, is_retryable, retry_policy
 from zkpy.errors import (
     ConnectionClosedError,
     ConnectionLoss,
@@ -235,3 +235,41 @@ def test_arguments_are_checked() -> None:
 def test_huge_retry_numbers_do_not_overflow() -> None:
     p = RetryPolicy(delay=1.0, backoff=10.0, max_delay=7.0, jitter=0.0)
     assert p.base_delay(10_000) == 7.0
+
+
+def test_kazoo_retry_arguments_map_onto_a_policy() -> None:
+    """kazoo's KazooRetry arguments (a dict, as kazoo's client takes them): max_tries counts
+    calls in both (-1: no limit), max_jitter is the jitter fraction."""
+    p = retry_policy({"max_tries": 3, "delay": 0.5, "backoff": 3, "max_jitter": 0.2, "max_delay": 9.0,
+                      "deadline": 4.0, "ignore_expire": False})
+    assert p is not None
+    assert (p.max_tries, p.delay, p.backoff, p.jitter, p.max_delay, p.deadline) == (3, 0.5, 3, 0.2, 9.0, 4.0)
+    unlimited = retry_policy({"max_tries": -1})
+    assert unlimited is not None and unlimited.max_tries is None
+    own = RetryPolicy(max_tries=2)
+    assert retry_policy(own) is own and retry_policy(None) is None
+    assert retry_policy(KazooRetry(max_tries=5)).max_tries == 5  # type: ignore[union-attr]
+    with pytest.raises(TypeError):
+        retry_policy({"interrupt": lambda: True})
+
+
+def test_kazoo_retry_calls_blocking_functions_with_its_sleep() -> None:
+    slept: list[float] = []
+    calls = [0]
+
+    def flaky() -> str:
+        calls[0] += 1
+        if calls[0] < 3:
+            raise ConnectionLoss()
+        return "ok"
+
+    retry = KazooRetry(max_tries=5, delay=0.25, backoff=2, max_jitter=0.0, sleep_func=slept.append)
+    assert retry(flaky) == "ok" and calls[0] == 3
+    assert slept == [0.25, 0.5]
+    assert retry.copy().policy is retry.policy
+    with pytest.raises(SessionExpiredError):  # never retried: an expired zkpy client stays expired
+        KazooRetry(max_tries=5, ignore_expire=True, sleep_func=slept.append)(_expired)
+
+
+def _expired() -> None:
+    raise SessionExpiredError()

@@ -39,4 +39,5 @@ class SimConfig:
     local_sessions: bool = False  # localSessionsEnabled
     local_sessions_upgrading: bool = False  # localSessionsUpgradingEnabled
     read_only: bool = False  # readonlymode.enabled: a looking server serves read-only clients (and clients ask for it)
+    reconfig: bool = False  # reconfigEnabled (scripts send reconfig requests as a super user)
     workarounds: frozenset[str] = WORKAROUNDS

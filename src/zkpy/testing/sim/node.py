@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any, Protocol
 
 from zkpy.config import LearnerType, QuorumConfig, QuorumServer, ServerConfig
 from zkpy.member.history import History
 from zkpy.member.read_only import ReadOnlyGate
+from zkpy.quorum.dynconfig import activation, config_data, verifier_of
 from zkpy.quorum.election import Decision, Election
 from zkpy.quorum.election import LearnerType as ElectionLearnerType
 from zkpy.quorum.sync import DEFAULT_COMMITTED_LOG, LoggedTxn
-from zkpy.quorum.verifier import config_string
+from zkpy.quorum.verifier import config_string, quorum_verifier
 from zkpy.server.connection import Connection
 from zkpy.server.core import ServerCore
 from zkpy.server.outputs import Output
@@ -79,11 +81,13 @@ class SimNode:
                   for n in range(1, cfg.nodes + 1)),
             my_id=sid, init_limit_ticks=cfg.init_limit, sync_limit_ticks=cfg.sync_limit,  # type: ignore[arg-type]
             quorum_sync=cfg.quorum_sync, groups=cfg.groups, weights=cfg.weights,
-            local_sessions=cfg.local_sessions, local_sessions_upgrading=cfg.local_sessions_upgrading)
+            local_sessions=cfg.local_sessions, local_sessions_upgrading=cfg.local_sessions_upgrading,
+            standalone_enabled=False)
+        self.verifier = quorum_verifier(self.quorum)  # this server's: a reconfig changes it (``activate``)
         self.config_data = config_string(self.quorum).encode("utf-8")
         self.config = ServerConfig(tick_ms=cfg.tick_ms, data_dir=f"/sim/{sid}", server_id=sid,
                                    snap_count=cfg.snap_count, prealloc_kb=max(1, cfg.prealloc_bytes // 1024),
-                                   quorum=self.quorum)
+                                   quorum=self.quorum, reconfig_enabled=cfg.reconfig)
         self.disk = SimDisk()
         self.dirs = DataDirs.of(self.config.data_dir)
         self.incarnation = 0
@@ -305,7 +309,7 @@ class SimNode:
         self.c.stats["carried_over"] += 1
         self.c.checker.on_tree(self, history.tree)
 
-    def _begin_looking(self, carried: bool = False) -> None:
+    def _begin_looking(self, carried: bool = False, designated: int | None = None) -> None:
         if not carried:
             self.recover()
         assert self.tree is not None
@@ -313,14 +317,41 @@ class SimNode:
         self.epochs = load_epochs(self.disk, self.dirs.snap_dir, last)
         self.mode = "looking"
         if self.election is None:
-            self.election = Election(self.sid, self.c.verifier, last_zxid=last, current_epoch=self.epochs.current,
+            self.election = Election(self.sid, self.verifier, last_zxid=last, current_epoch=self.epochs.current,
                                      config_data=self.config_data,
                                      learner_type=ElectionLearnerType.OBSERVER if self.observer
-                                     else ElectionLearnerType.PARTICIPANT)
+                                     else ElectionLearnerType.PARTICIPANT,
+                                     adopt_newer_configs=self.config.reconfig_enabled)
+        if designated is not None and self.election.decided:
+            # runtime.peer: a committed reconfig named the next leader; no round
+            self.c.trace_event(self.sid, "designated", designated)
+            self._decided(self.election.designate(designated, last))
+            return
         self.c.trace_event(self.sid, "looking", (last, self.epochs.current, carried))
         self.read_only_gate.looking(self.now)
         self.election.start(self.now, last_zxid=last, current_epoch=self.epochs.current)
         self._pump()
+
+    def activate(self, quorum: QuorumConfig) -> None:
+        """runtime.peer.activate: a newer config is this server's (the dynamic config file it
+        would write survives a crash: this object does)."""
+        self.c.trace_event(self.sid, "config", quorum.config_version)
+        self.c.stats["configs_activated"] += 1
+        self.quorum = quorum
+        self.config = replace(self.config, quorum=quorum)
+        self.config_data = config_data(quorum)
+        self.verifier = verifier_of(quorum)
+        me = quorum.me
+        self.observer = me is not None and me.role is LearnerType.OBSERVER
+        if self.election is not None:
+            self.election.reconfigure(self.verifier, self.config_data, ElectionLearnerType.OBSERVER
+                                      if self.observer else ElectionLearnerType.PARTICIPANT)
+
+    def _adopt(self, data: bytes) -> None:
+        """The election heard of a newer config (runtime.peer._newer_config)."""
+        act = activation(self.quorum, data, leader=-1, designated=None)
+        if act is not None:
+            self.activate(act.quorum)
 
     def on_notification(self, src: int, payload: bytes) -> None:
         if self.election is None:
@@ -345,6 +376,9 @@ class SimNode:
                     self.c.net.send_notification(self.sid, sid, payload)
         if ready.decision is not None:
             self._decided(ready.decision)
+        elif ready.newer_config is not None:
+            self._adopt(ready.newer_config)
+            self._pump()
 
     def _decided(self, decision: Decision) -> None:
         if self.read_only_gate.decided():
@@ -371,7 +405,7 @@ class SimNode:
         self.close_clients()
         term.close()
         self.term = None
-        self._begin_looking(carried=term.carry_over())
+        self._begin_looking(carried=term.carry_over(), designated=term.member.designated)
 
     # ------------------------------------------------------------ read-only service
 

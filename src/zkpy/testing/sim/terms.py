@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from zkpy.config import ServerConfig
+from zkpy.config import QuorumConfig, ServerConfig
 from zkpy.ids import zxid_epoch
 from zkpy.member import effects as fx
 from zkpy.member.history import History
@@ -38,6 +38,7 @@ from zkpy.storage.recovery import Recovered
 from zkpy.storage.truncate import truncate_to
 from zkpy.tree.datatree import DataTree
 from zkpy.wire.consts import OpCode
+from zkpy.wire.proto import Id
 from zkpy.wire.quorum import PacketType, QuorumPacket
 
 from .checker import Checker
@@ -105,6 +106,9 @@ class Peer(Protocol):
     def config_data(self) -> bytes: ...
 
     @property
+    def verifier(self) -> QuorumVerifier: ...
+
+    @property
     def alive(self) -> bool: ...
 
     @property
@@ -142,6 +146,8 @@ class Peer(Protocol):
     def new_log(self, on_durable: Callable[[int], None], on_roll: Callable[[], None]) -> SimLog: ...
 
     def carry(self, history: History) -> None: ...
+
+    def activate(self, quorum: QuorumConfig) -> None: ...
 
     def client_output(self, conn: Connection) -> None: ...
 
@@ -231,6 +237,8 @@ class _Term:
             self._serving(effect.epoch)
         elif isinstance(effect, fx.EndTerm):
             self.end(effect.reason)
+        elif isinstance(effect, fx.ActivateConfig):
+            node.activate(effect.quorum)
         elif isinstance(effect, fx.Output):
             node.client_output(effect.conn)
         elif isinstance(effect, fx.Applied):
@@ -306,6 +314,11 @@ class _Term:
                 self.node.post(0, self._durable, unreported)
 
 
+def _auth(op: int) -> tuple[Id, ...]:
+    """The identities of a simulated client: a reconfig's is the super user (only one may)."""
+    return (Id("super", ""),) if op == OpCode.RECONFIG else ()
+
+
 # ---------------------------------------------------------------- leader
 
 
@@ -316,7 +329,7 @@ class LeaderTerm(_Term):
     def __init__(self, node: Peer, history: list[LoggedTxn], accepted: int, current: int) -> None:
         super().__init__(node)
         assert node.tree is not None
-        self.member: LeadingCore = LeadingCore(node.config, self.c.verifier, History(node.tree, list(history)),
+        self.member: LeadingCore = LeadingCore(node.config, node.verifier, History(node.tree, list(history)),
                                                accepted_epoch=accepted, current_epoch=current,
                                                config_data=node.config_data, now_ms=node.now,
                                                wall_ms=node.wall_ms, trace=True)
@@ -371,7 +384,7 @@ class LeaderTerm(_Term):
         core = self.member.server
         assert core is not None
         self._time()
-        core.learner_request(session, cxid, op, body, ())
+        core.learner_request(session, cxid, op, body, _auth(op))
         self.flush_due = True
 
     def _peer(self, link: int) -> int:
@@ -515,7 +528,7 @@ class LearnerTerm(_Term):
 
     def client_request(self, session: int, cxid: int, op: int, body: bytes) -> None:
         self._time()
-        self.zab.request(session, cxid, op, body, ())
+        self.zab.request(session, cxid, op, body, _auth(op))
         self.pump()
 
     def _peer(self, link: int) -> int:
