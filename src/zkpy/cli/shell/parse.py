@@ -375,11 +375,14 @@ def error_code(exc: ZookeeperError) -> int:
 
 def cli_message(exc: ZookeeperError, path: str | None = None) -> str:
     """What zkCli prints for a KeeperException from a command (CliWrapperException)."""
-    p = exc.path if exc.path is not None else path
-    template = _CLI_TEXT.get(int(exc.code))
+    return message_for(int(exc.code), exc.path if exc.path is not None else path)
+
+
+def message_for(code: int, path: str | None) -> str:
+    template = _CLI_TEXT.get(code)
     if template is not None:
-        return template.format("null" if p is None else p)  # Java's string of a null path
-    return keeper_message(int(exc.code), p)
+        return template.format("null" if path is None else path)  # Java's string of a null path
+    return keeper_message(code, path)
 
 
 def code_name(code: int) -> str:

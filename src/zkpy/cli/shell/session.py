@@ -13,10 +13,10 @@ Invariants owned here:
 - the history numbers commands from 0 in the order they were entered, ``redo`` included
   (it stores the command it re-runs), as ZooKeeperMain does.
 
-Commands use the client's public API, except three that need what it folds away: ``get`` and
-``config`` (null data, which ``Client.get`` returns as ``b""``), ``create`` (null data, as zkCli
-sends for ``create /path``) and ``reconfig`` (no client method yet) send their request records
-through ``AsyncClient._call``, registering the shell's watcher as the sync client wraps it.
+Commands use the client's public API, except two that need what it folds away: ``get`` and
+``config`` (null data, which ``Client.get`` returns as ``b""``) and ``create`` (null data, as
+zkCli sends for ``create /path``) send their request records through ``AsyncClient._call``,
+registering the shell's watcher as the sync client wraps it.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from zkpy.wire.proto import (
     CreateTTLRequest,
     GetDataRequest,
     Id,
-    ReconfigRequest,
     Stat,
 )
 
@@ -483,11 +482,12 @@ class Shell:
                 version = int(p.value("v") or "", 16)
             except ValueError:
                 raise CommandFailed(f"-v must be a hex number: {p.value('v')}", "BAD_ARGUMENT") from None
-        # an absent list is null on the wire, as zkCli sends it (ReconfigRequest's fields are ustrings)
-        request = ReconfigRequest(joining, leaving, members, version)  # type: ignore[arg-type]
-        self._call(OpCode.RECONFIG, request, None)
-        data, stat = self._get_data(CONFIG_NODE, False)
-        text = (data or b"").decode("utf-8", "replace")
+        try:
+            data, stat = self._client().reconfig(joining, leaving, members, version)
+        except ZookeeperError as exc:  # zkCli's reconfig errors name no path
+            code = int(exc.code)
+            raise CommandFailed(P.message_for(code, None), P.code_name(code)) from None
+        text = data.decode("utf-8", "replace")
         self.output.line("Committed new configuration:")
         self.output.line(text)
         result: dict[str, Any] = {"config": text}
