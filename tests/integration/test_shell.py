@@ -8,6 +8,7 @@ import os
 import pty
 import re
 import select
+import shlex
 import subprocess
 import sys
 import time
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from zkpy.client.sync import Client
-from zkpy.testing.servers import ServerProcess
+from zkpy.testing.servers import ServerProcess, start_zkpy
 from zkpy.wire.proto import ACL, Id
 
 ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b[=>]")
@@ -217,3 +218,25 @@ def test_a_piped_script_runs_line_by_line(zkpy_server: ServerProcess) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+
+
+def test_docs_json_example_is_what_the_shell_prints(tmp_path: Path) -> None:
+    """docs/shell.md's --json example, run on a fresh server holding /app: each line the page
+    shows is a line the shell prints, ``...`` standing for what the page leaves out."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "shell.md").read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"```console\n(.*?)```", page, re.S) if "--json" in b)
+    command, *shown = block.strip().splitlines()
+    args = shlex.split(command.removeprefix("$ "))
+    assert args[:2] == ["zkpy", "shell"]
+    server = start_zkpy()
+    try:
+        with Client(server.hosts) as c:
+            c.create("/app", b"x")
+        out = run([server.hosts, *args[2:]])
+    finally:
+        server.cleanup()
+    printed = out.stdout.splitlines()
+    assert len(printed) == len(shown), out.stdout
+    for want, got in zip(shown, printed):
+        pattern = ".*".join(re.escape(part) for part in want.split("..."))
+        assert re.fullmatch(pattern, got), (want, got)
