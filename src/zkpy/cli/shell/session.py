@@ -458,6 +458,10 @@ class Shell:
         text = (data or b"").decode("utf-8", "replace")
         if p.flag("c"):
             text = client_config(text)
+        return self._config_result(p, text, stat)
+
+    def _config_result(self, p: P.Parsed, text: str, stat: Any) -> dict[str, Any]:
+        """Print a config (and its Stat with -s), as config and reconfig do; the JSON result."""
         self.output.line(text)
         result: dict[str, Any] = {"config": text}
         if p.flag("s"):
@@ -489,12 +493,7 @@ class Shell:
             raise CommandFailed(P.message_for(code, None), P.code_name(code)) from None
         text = data.decode("utf-8", "replace")
         self.output.line("Committed new configuration:")
-        self.output.line(text)
-        result: dict[str, Any] = {"config": text}
-        if p.flag("s"):
-            self._print_stat(stat)
-            result["stat"] = P.stat_json(stat)
-        return result
+        return self._config_result(p, text, stat)
 
     # ------------------------------------------------------------------ quotas
 
