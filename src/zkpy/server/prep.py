@@ -93,6 +93,9 @@ class ChangeRecord:
 
 CONFIG_NODE = "/zookeeper/config"
 
+# create flags -> (ttl, ephemeral, sequential), CreateMode's properties looked up once per create
+_MODES = {int(m): (m.is_ttl, m.is_ephemeral, m.is_sequential) for m in CreateMode}
+
 
 class Reconfigurer(Protocol):
     """What prep needs of a leader to prep a reconfig (its member core implements it)."""
@@ -276,19 +279,19 @@ class Prep:
         path = req.path
         ttl = req.ttl if op == OpCode.CREATE_TTL else -1
         try:
-            mode = CreateMode(req.flags)
-        except ValueError:
+            is_ttl, is_ephemeral, is_sequential = _MODES[req.flags]
+        except (KeyError, TypeError):
             raise BadArgumentsError(str(path), path) from None
-        if mode.is_ttl and not self.config.extended_types:
+        if is_ttl and not self.config.extended_types:
             raise UnimplementedError()
-        if mode.is_ttl:
+        if is_ttl:
             if ttl > MAX_TTL_MS or ttl <= 0:
                 raise BadArgumentsError(str(path), path)
         elif ttl >= 0 or op == OpCode.CREATE_TTL:
             # createTTL without TTL flags: ZooKeeper 3.8.0 takes it when ttl is -1 and then dies
             # applying a TTL txn without a TTL (the server process exits); zkpy refuses it
             raise BadArgumentsError(str(path), path)
-        if ephemeral_error is not None and mode.is_ephemeral:
+        if ephemeral_error is not None and is_ephemeral:
             raise ephemeral_error
         _check_live(live)
         if not isinstance(path, str) or "/" not in path or "\0" in path:
@@ -297,7 +300,7 @@ class Prep:
         acl = fixup_acl(path, auth, req.acl, self.providers)
         parent = self.record(parent_path)
         check_acl(parent.acl, Perms.CREATE, auth)
-        if mode.is_sequential:
+        if is_sequential:
             path = f"{path}{parent.cversion:010d}"
         _valid(path)
         existing = self.outstanding.get(path)
@@ -319,8 +322,8 @@ class Prep:
             txn = CreateTTLTxn(path, req.data, list(acl), new_cversion, ttl)
             owner = to_signed64(TTL_MASK | ttl)
         else:
-            txn = CreateTxn(path, req.data, list(acl), mode.is_ephemeral, new_cversion)
-            owner = session if mode.is_ephemeral else 0
+            txn = CreateTxn(path, req.data, list(acl), is_ephemeral, new_cversion)
+            owner = session if is_ephemeral else 0
         self._add(parent.changed(zxid, child_count=parent.child_count + 1, cversion=new_cversion))
         self._add(ChangeRecord(zxid, path, True, 0, 0, 0, owner, 0, acl, length))
         return txn

@@ -25,7 +25,7 @@ from zkpy.wire.consts import CONTAINER_EPHEMERAL_OWNER, TTL_MASK, EventType, OpC
 from zkpy.wire.proto import ACL, Stat
 from zkpy.wire.txn import CloseSessionTxn, ErrorTxn, MultiTxn, TxnHeader, decode_txn
 
-from .acl import OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
+from .acl import OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, is_open
 from .paths import basename, parent_of
 from .quota import (
     LIMIT_NODE,
@@ -196,6 +196,8 @@ class DataTree:
 
     def intern_acl(self, acl: list[ACL] | tuple[ACL, ...]) -> tuple[ACL, ...]:
         """One shared tuple per distinct ACL (ZooKeeper's ReferenceCountedACLCache, minus the counts)."""
+        if len(acl) == 1 and is_open(acl[0]):  # the common case, without hashing the records
+            return OPEN_ACL_UNSAFE
         key = tuple(acl)
         return self.acl_cache.setdefault(key, key)
 
