@@ -124,6 +124,9 @@ class Prep:
         self.providers = frozenset({"sasl"} if config.sasl_auth else ())
         self.outstanding: dict[str, ChangeRecord] = {}
         self._order: deque[ChangeRecord] = deque()
+        # the last prep's multi as records, each equal to decoding its Txn's bytes (None after any
+        # other op): the server applies these rather than decoding what it has just encoded
+        self.last_subs: list[tuple[int, Any]] | None = None
 
     # ---- outstanding state ----
 
@@ -160,6 +163,7 @@ class Prep:
         ``live``: the session may write; ``ephemeral_error``: what an ephemeral create of it fails
         with (a local session's: ZooKeeper's checkGlobalSession, or the failed upgrade's error)."""
         hdr = TxnHeader(session, cxid, zxid, time, op)
+        self.last_subs = None
         try:
             if op == OpCode.MULTI:
                 return hdr, self._multi(request, session, auth, zxid, time, live, ephemeral_error), None
@@ -173,10 +177,13 @@ class Prep:
         saved = dict(self.outstanding)
         saved_len = len(self._order)
         txns: list[Txn] = []
+        subs: list[tuple[int, Any]] = []
         failed: ZookeeperError | None = None
         for op in ops:
             if failed is not None:
-                txns.append(Txn(OpCode.ERROR, ErrorTxn(int(Code.RUNTIMEINCONSISTENCY)).to_bytes()))
+                error = ErrorTxn(int(Code.RUNTIMEINCONSISTENCY))
+                txns.append(Txn(OpCode.ERROR, error.to_bytes()))
+                subs.append((OpCode.ERROR, error))
                 continue
             try:
                 if op.type not in (OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL,
@@ -184,9 +191,12 @@ class Prep:
                     raise UnimplementedError()
                 txn = self._one(op.type, op.request, session, auth, zxid, time, live, ephemeral_error)
                 txns.append(Txn(op.type, txn.to_bytes()))
+                subs.append((op.type, txn))
             except ZookeeperError as exc:
                 failed = exc
-                txns.append(Txn(OpCode.ERROR, ErrorTxn(int(exc.code)).to_bytes()))
+                error = ErrorTxn(int(exc.code))
+                txns.append(Txn(OpCode.ERROR, error.to_bytes()))
+                subs.append((OpCode.ERROR, error))
                 # roll back what the earlier ops of this multi did to the outstanding state
                 while len(self._order) > saved_len:
                     self._order.pop()
@@ -196,6 +206,8 @@ class Prep:
             for i, t in enumerate(txns):
                 if t.type != OpCode.ERROR:
                     txns[i] = Txn(OpCode.ERROR, ErrorTxn(0).to_bytes())
+                    subs[i] = (OpCode.ERROR, ErrorTxn(0))
+        self.last_subs = subs
         return MultiTxn(txns)
 
     def _one(self, op: int, req: Any, session: int, auth: Sequence[Id], zxid: int, time: int, live: bool,
@@ -324,7 +336,8 @@ class Prep:
         else:
             txn = CreateTxn(path, req.data, list(acl), is_ephemeral, new_cversion)
             owner = session if is_ephemeral else 0
-        self._add(parent.changed(zxid, child_count=parent.child_count + 1, cversion=new_cversion))
+        self._add(ChangeRecord(zxid, parent.path, parent.exists, parent.version, new_cversion, parent.aversion,
+                               parent.ephemeral_owner, parent.child_count + 1, parent.acl, parent.data_length))
         self._add(ChangeRecord(zxid, path, True, 0, 0, 0, owner, 0, acl, length))
         return txn
 

@@ -220,14 +220,16 @@ class DataTree:
 
     # ---- applying txns ----
 
-    def apply(self, hdr: TxnHeader, txn: Any) -> TxnResult:
-        """Apply one txn; idempotent for replay. Watch events go to ``self.events``."""
-        result = self._apply_one(hdr.type, txn, hdr.zxid, hdr.time, hdr.clientId)
+    def apply(self, hdr: TxnHeader, txn: Any, subs: list[tuple[int, Any]] | None = None) -> TxnResult:
+        """Apply one txn; idempotent for replay. Watch events go to ``self.events``. ``subs``: a
+        multi's inner txns already decoded (by whoever encoded them), else they are decoded here."""
+        result = self._apply_one(hdr.type, txn, hdr.zxid, hdr.time, hdr.clientId, subs)
         if hdr.zxid > self.last_processed_zxid:
             self.last_processed_zxid = hdr.zxid
         return result
 
-    def _apply_one(self, op: int, txn: Any, zxid: int, time: int, session: int) -> TxnResult:
+    def _apply_one(self, op: int, txn: Any, zxid: int, time: int, session: int,
+                   subs: list[tuple[int, Any]] | None = None) -> TxnResult:
         rc = TxnResult(op)
         try:
             if op in (OpCode.CREATE, OpCode.CREATE2):
@@ -261,15 +263,17 @@ class DataTree:
             elif op == OpCode.ERROR:
                 rc.err = txn.err
             elif op == OpCode.MULTI:
-                self._apply_multi(rc, txn, zxid, time, session)
+                self._apply_multi(rc, txn, zxid, time, session, subs)
             else:
                 rc.err = Code.UNIMPLEMENTED
         except _TxnFailed as exc:
             rc.err = exc.code
         return rc
 
-    def _apply_multi(self, rc: TxnResult, txn: MultiTxn, zxid: int, time: int, session: int) -> None:
-        subs = [(t.type, decode_txn(t.type, t.data)) for t in txn.txns]
+    def _apply_multi(self, rc: TxnResult, txn: MultiTxn, zxid: int, time: int, session: int,
+                     subs: list[tuple[int, Any]] | None) -> None:
+        if subs is None:
+            subs = [(t.type, decode_txn(t.type, t.data)) for t in txn.txns]
         failed = any(t == OpCode.ERROR for t, _ in subs)
         post_failed = False
         for t, sub in subs:
