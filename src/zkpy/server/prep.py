@@ -95,6 +95,8 @@ CONFIG_NODE = "/zookeeper/config"
 
 # create flags -> (ttl, ephemeral, sequential), CreateMode's properties looked up once per create
 _MODES = {int(m): (m.is_ttl, m.is_ephemeral, m.is_sequential) for m in CreateMode}
+_CREATE_OPS = frozenset({OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL})
+_MULTI_OPS = _CREATE_OPS | {OpCode.DELETE, OpCode.SET_DATA, OpCode.CHECK}  # what a multi may hold
 
 
 class Reconfigurer(Protocol):
@@ -186,8 +188,7 @@ class Prep:
                 subs.append((OpCode.ERROR, error))
                 continue
             try:
-                if op.type not in (OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL,
-                                   OpCode.DELETE, OpCode.SET_DATA, OpCode.CHECK):
+                if op.type not in _MULTI_OPS:
                     raise UnimplementedError()
                 txn = self._one(op.type, op.request, session, auth, zxid, time, live, ephemeral_error)
                 txns.append(Txn(op.type, txn.to_bytes()))
@@ -212,7 +213,7 @@ class Prep:
 
     def _one(self, op: int, req: Any, session: int, auth: Sequence[Id], zxid: int, time: int, live: bool,
              ephemeral_error: ZookeeperError | None = None) -> Any:
-        if op in (OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL):
+        if op in _CREATE_OPS:
             return self._create(op, req, session, auth, zxid, time, live, ephemeral_error)
         if op == OpCode.DELETE:
             _check_live(live)

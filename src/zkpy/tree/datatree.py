@@ -42,6 +42,7 @@ from .watches import STANDARD, WatchTable
 _DIGEST_STAT = struct.Struct(">qqqqqiiiq")
 _STAT = struct.Struct(">qqqqiiiqiiq")  # jute Stat, packed straight from a node on the read path
 _MASK64 = (1 << 64) - 1
+_PLAIN_CREATES = frozenset({OpCode.CREATE, OpCode.CREATE2})
 
 
 class Node:
@@ -232,7 +233,7 @@ class DataTree:
                    subs: list[tuple[int, Any]] | None = None) -> TxnResult:
         rc = TxnResult(op)
         try:
-            if op in (OpCode.CREATE, OpCode.CREATE2):
+            if op in _PLAIN_CREATES:
                 owner = session if txn.ephemeral else 0
                 rc.path, rc.stat = txn.path, self.create_node(txn.path, txn.data, txn.acl, owner,
                                                               txn.parentCVersion, zxid, time)
