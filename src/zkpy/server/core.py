@@ -131,6 +131,7 @@ class Proposal:
     op: int
     error: ZookeeperError | None
     received_ms: int
+    subs: list[tuple[int, Any]] | None = None  # a multi's ops as prep built them (Prep.last_subs)
 
 
 @dataclass(slots=True)
@@ -684,7 +685,7 @@ class ServerCore:
             hdr, txn = TxnHeader(session, xid, zxid, self.wall_ms, OpCode.ERROR), ErrorTxn(int(error.code))
         if op == OpCode.CLOSE_SESSION and error is None:
             self.sessions.set_closing(session)
-        p = Proposal(hdr, txn, conn, xid, op, error, self.now_ms)
+        p = Proposal(hdr, txn, conn, xid, op, error, self.now_ms, self.prep.last_subs if error is None else None)
         self._unapplied.append(p)
         self._out.append(Propose(hdr, txn))
         if conn is not None:
@@ -716,7 +717,7 @@ class ServerCore:
             self._drain_queue(session)
 
     def _apply(self, p: Proposal) -> None:
-        rc = self.tree.apply(p.hdr, p.txn)
+        rc = self.tree.apply(p.hdr, p.txn, p.subs)
         self.metrics.propagation_latency.add(self.wall_ms - p.hdr.time)
         if self.on_apply is not None:
             self.on_apply(p.hdr, p.txn)

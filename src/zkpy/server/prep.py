@@ -93,6 +93,11 @@ class ChangeRecord:
 
 CONFIG_NODE = "/zookeeper/config"
 
+# create flags -> (ttl, ephemeral, sequential), CreateMode's properties looked up once per create
+_MODES = {int(m): (m.is_ttl, m.is_ephemeral, m.is_sequential) for m in CreateMode}
+_CREATE_OPS = frozenset({OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL})
+_MULTI_OPS = _CREATE_OPS | {OpCode.DELETE, OpCode.SET_DATA, OpCode.CHECK}  # what a multi may hold
+
 
 class Reconfigurer(Protocol):
     """What prep needs of a leader to prep a reconfig (its member core implements it)."""
@@ -121,6 +126,9 @@ class Prep:
         self.providers = frozenset({"sasl"} if config.sasl_auth else ())
         self.outstanding: dict[str, ChangeRecord] = {}
         self._order: deque[ChangeRecord] = deque()
+        # the last prep's multi as records, each equal to decoding its Txn's bytes (None after any
+        # other op): the server applies these rather than decoding what it has just encoded
+        self.last_subs: list[tuple[int, Any]] | None = None
 
     # ---- outstanding state ----
 
@@ -157,6 +165,7 @@ class Prep:
         ``live``: the session may write; ``ephemeral_error``: what an ephemeral create of it fails
         with (a local session's: ZooKeeper's checkGlobalSession, or the failed upgrade's error)."""
         hdr = TxnHeader(session, cxid, zxid, time, op)
+        self.last_subs = None
         try:
             if op == OpCode.MULTI:
                 return hdr, self._multi(request, session, auth, zxid, time, live, ephemeral_error), None
@@ -170,20 +179,25 @@ class Prep:
         saved = dict(self.outstanding)
         saved_len = len(self._order)
         txns: list[Txn] = []
+        subs: list[tuple[int, Any]] = []
         failed: ZookeeperError | None = None
         for op in ops:
             if failed is not None:
-                txns.append(Txn(OpCode.ERROR, ErrorTxn(int(Code.RUNTIMEINCONSISTENCY)).to_bytes()))
+                error = ErrorTxn(int(Code.RUNTIMEINCONSISTENCY))
+                txns.append(Txn(OpCode.ERROR, error.to_bytes()))
+                subs.append((OpCode.ERROR, error))
                 continue
             try:
-                if op.type not in (OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL,
-                                   OpCode.DELETE, OpCode.SET_DATA, OpCode.CHECK):
+                if op.type not in _MULTI_OPS:
                     raise UnimplementedError()
                 txn = self._one(op.type, op.request, session, auth, zxid, time, live, ephemeral_error)
                 txns.append(Txn(op.type, txn.to_bytes()))
+                subs.append((op.type, txn))
             except ZookeeperError as exc:
                 failed = exc
-                txns.append(Txn(OpCode.ERROR, ErrorTxn(int(exc.code)).to_bytes()))
+                error = ErrorTxn(int(exc.code))
+                txns.append(Txn(OpCode.ERROR, error.to_bytes()))
+                subs.append((OpCode.ERROR, error))
                 # roll back what the earlier ops of this multi did to the outstanding state
                 while len(self._order) > saved_len:
                     self._order.pop()
@@ -193,11 +207,13 @@ class Prep:
             for i, t in enumerate(txns):
                 if t.type != OpCode.ERROR:
                     txns[i] = Txn(OpCode.ERROR, ErrorTxn(0).to_bytes())
+                    subs[i] = (OpCode.ERROR, ErrorTxn(0))
+        self.last_subs = subs
         return MultiTxn(txns)
 
     def _one(self, op: int, req: Any, session: int, auth: Sequence[Id], zxid: int, time: int, live: bool,
              ephemeral_error: ZookeeperError | None = None) -> Any:
-        if op in (OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL):
+        if op in _CREATE_OPS:
             return self._create(op, req, session, auth, zxid, time, live, ephemeral_error)
         if op == OpCode.DELETE:
             _check_live(live)
@@ -276,19 +292,19 @@ class Prep:
         path = req.path
         ttl = req.ttl if op == OpCode.CREATE_TTL else -1
         try:
-            mode = CreateMode(req.flags)
-        except ValueError:
+            is_ttl, is_ephemeral, is_sequential = _MODES[req.flags]
+        except (KeyError, TypeError):
             raise BadArgumentsError(str(path), path) from None
-        if mode.is_ttl and not self.config.extended_types:
+        if is_ttl and not self.config.extended_types:
             raise UnimplementedError()
-        if mode.is_ttl:
+        if is_ttl:
             if ttl > MAX_TTL_MS or ttl <= 0:
                 raise BadArgumentsError(str(path), path)
         elif ttl >= 0 or op == OpCode.CREATE_TTL:
             # createTTL without TTL flags: ZooKeeper 3.8.0 takes it when ttl is -1 and then dies
             # applying a TTL txn without a TTL (the server process exits); zkpy refuses it
             raise BadArgumentsError(str(path), path)
-        if ephemeral_error is not None and mode.is_ephemeral:
+        if ephemeral_error is not None and is_ephemeral:
             raise ephemeral_error
         _check_live(live)
         if not isinstance(path, str) or "/" not in path or "\0" in path:
@@ -297,7 +313,7 @@ class Prep:
         acl = fixup_acl(path, auth, req.acl, self.providers)
         parent = self.record(parent_path)
         check_acl(parent.acl, Perms.CREATE, auth)
-        if mode.is_sequential:
+        if is_sequential:
             path = f"{path}{parent.cversion:010d}"
         _valid(path)
         existing = self.outstanding.get(path)
@@ -319,9 +335,10 @@ class Prep:
             txn = CreateTTLTxn(path, req.data, list(acl), new_cversion, ttl)
             owner = to_signed64(TTL_MASK | ttl)
         else:
-            txn = CreateTxn(path, req.data, list(acl), mode.is_ephemeral, new_cversion)
-            owner = session if mode.is_ephemeral else 0
-        self._add(parent.changed(zxid, child_count=parent.child_count + 1, cversion=new_cversion))
+            txn = CreateTxn(path, req.data, list(acl), is_ephemeral, new_cversion)
+            owner = session if is_ephemeral else 0
+        self._add(ChangeRecord(zxid, parent.path, parent.exists, parent.version, new_cversion, parent.aversion,
+                               parent.ephemeral_owner, parent.child_count + 1, parent.acl, parent.data_length))
         self._add(ChangeRecord(zxid, path, True, 0, 0, 0, owner, 0, acl, length))
         return txn
 

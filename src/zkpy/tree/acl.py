@@ -19,6 +19,7 @@ from zkpy.wire.proto import ACL, Id
 ANYONE = Id("world", "anyone")
 OPEN_ACL_UNSAFE = (ACL(int(Perms.ALL), ANYONE),)
 READ_ACL_UNSAFE = (ACL(int(Perms.READ), ANYONE),)
+_ALL = int(Perms.ALL)
 SCHEMES = ("world", "digest", "ip", "auth")
 
 
@@ -103,7 +104,10 @@ def is_valid_id(ident: Id, providers: Collection[str] = ()) -> bool:
 def fixup_acl(path: str, auth: Sequence[Id], acl: Sequence[ACL] | None,
               providers: Collection[str] = ()) -> tuple[ACL, ...]:
     """Validate a requested ACL, expanding ``auth`` to the caller's identities (PrepRequestProcessor.fixupACL):
-    those of digest and of the registered ``providers`` whose ids are authenticated (sasl)."""
+    those of digest and of the registered ``providers`` whose ids are authenticated (sasl).
+    The open ACL comes back as ``OPEN_ACL_UNSAFE`` itself, which later checks recognise by identity."""
+    if acl is not None and len(acl) == 1 and is_open(acl[0]):
+        return OPEN_ACL_UNSAFE
     uniq: list[ACL] = []
     for a in acl or ():
         if a not in uniq:
@@ -128,6 +132,12 @@ def fixup_acl(path: str, auth: Sequence[Id], acl: Sequence[ACL] | None,
         else:
             raise InvalidACLError(path, path)
     return tuple(out)
+
+
+def is_open(a: ACL) -> bool:
+    """``a`` is world:anyone with every permission (OPEN_ACL_UNSAFE's entry), compared field by field."""
+    ident = a.id
+    return a.perms == _ALL and ident is not None and ident.scheme == "world" and ident.id == "anyone"
 
 
 def check_acl(acl: Iterable[ACL], perm: int, auth: Sequence[Id]) -> None:

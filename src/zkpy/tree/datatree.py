@@ -25,7 +25,7 @@ from zkpy.wire.consts import CONTAINER_EPHEMERAL_OWNER, TTL_MASK, EventType, OpC
 from zkpy.wire.proto import ACL, Stat
 from zkpy.wire.txn import CloseSessionTxn, ErrorTxn, MultiTxn, TxnHeader, decode_txn
 
-from .acl import OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
+from .acl import OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, is_open
 from .paths import basename, parent_of
 from .quota import (
     LIMIT_NODE,
@@ -42,6 +42,7 @@ from .watches import STANDARD, WatchTable
 _DIGEST_STAT = struct.Struct(">qqqqqiiiq")
 _STAT = struct.Struct(">qqqqiiiqiiq")  # jute Stat, packed straight from a node on the read path
 _MASK64 = (1 << 64) - 1
+_PLAIN_CREATES = frozenset({OpCode.CREATE, OpCode.CREATE2})
 
 
 class Node:
@@ -196,6 +197,8 @@ class DataTree:
 
     def intern_acl(self, acl: list[ACL] | tuple[ACL, ...]) -> tuple[ACL, ...]:
         """One shared tuple per distinct ACL (ZooKeeper's ReferenceCountedACLCache, minus the counts)."""
+        if len(acl) == 1 and is_open(acl[0]):  # the common case, without hashing the records
+            return OPEN_ACL_UNSAFE
         key = tuple(acl)
         return self.acl_cache.setdefault(key, key)
 
@@ -218,17 +221,19 @@ class DataTree:
 
     # ---- applying txns ----
 
-    def apply(self, hdr: TxnHeader, txn: Any) -> TxnResult:
-        """Apply one txn; idempotent for replay. Watch events go to ``self.events``."""
-        result = self._apply_one(hdr.type, txn, hdr.zxid, hdr.time, hdr.clientId)
+    def apply(self, hdr: TxnHeader, txn: Any, subs: list[tuple[int, Any]] | None = None) -> TxnResult:
+        """Apply one txn; idempotent for replay. Watch events go to ``self.events``. ``subs``: a
+        multi's inner txns already decoded (by whoever encoded them), else they are decoded here."""
+        result = self._apply_one(hdr.type, txn, hdr.zxid, hdr.time, hdr.clientId, subs)
         if hdr.zxid > self.last_processed_zxid:
             self.last_processed_zxid = hdr.zxid
         return result
 
-    def _apply_one(self, op: int, txn: Any, zxid: int, time: int, session: int) -> TxnResult:
+    def _apply_one(self, op: int, txn: Any, zxid: int, time: int, session: int,
+                   subs: list[tuple[int, Any]] | None = None) -> TxnResult:
         rc = TxnResult(op)
         try:
-            if op in (OpCode.CREATE, OpCode.CREATE2):
+            if op in _PLAIN_CREATES:
                 owner = session if txn.ephemeral else 0
                 rc.path, rc.stat = txn.path, self.create_node(txn.path, txn.data, txn.acl, owner,
                                                               txn.parentCVersion, zxid, time)
@@ -259,15 +264,17 @@ class DataTree:
             elif op == OpCode.ERROR:
                 rc.err = txn.err
             elif op == OpCode.MULTI:
-                self._apply_multi(rc, txn, zxid, time, session)
+                self._apply_multi(rc, txn, zxid, time, session, subs)
             else:
                 rc.err = Code.UNIMPLEMENTED
         except _TxnFailed as exc:
             rc.err = exc.code
         return rc
 
-    def _apply_multi(self, rc: TxnResult, txn: MultiTxn, zxid: int, time: int, session: int) -> None:
-        subs = [(t.type, decode_txn(t.type, t.data)) for t in txn.txns]
+    def _apply_multi(self, rc: TxnResult, txn: MultiTxn, zxid: int, time: int, session: int,
+                     subs: list[tuple[int, Any]] | None) -> None:
+        if subs is None:
+            subs = [(t.type, decode_txn(t.type, t.data)) for t in txn.txns]
         failed = any(t == OpCode.ERROR for t, _ in subs)
         post_failed = False
         for t, sub in subs:

@@ -6,9 +6,25 @@ pair, which it rejects; we reject it too.
 
 from __future__ import annotations
 
+import re
+
+# a character PathUtils refuses (NUL, controls, surrogates, the private use area, U+FFF0 on)
+_BAD_CHAR = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\uf8ff\ufff0-\U0010ffff]")
+
 
 def path_error(path: object) -> str | None:
-    """Why ``path`` is not a valid znode path, or None when it is."""
+    """Why ``path`` is not a valid znode path, or None when it is.
+
+    A path without ``//``, without ``/.`` and without a refused character is valid whatever else
+    it holds; that test is a few C-level scans, so only a suspect path takes the character walk
+    (``_walk``) that names the first fault as ZooKeeper does."""
+    if (type(path) is str and len(path) > 1 and path[0] == "/" and path[-1] != "/" and "//" not in path
+            and "/." not in path and _BAD_CHAR.search(path) is None):
+        return None
+    return _walk(path)
+
+
+def _walk(path: object) -> str | None:
     if path is None:
         return "Path cannot be null"
     if not isinstance(path, str):
