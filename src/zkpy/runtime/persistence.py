@@ -9,8 +9,8 @@ Snapshots start when the log rolls (after snapCount/2 + a random share of snapCo
 ZooKeeper staggers them). The snapshot's zxid Z is the tree's last applied zxid when it starts
 (every txn logged after Z is replayed over it at recovery, DESIGN guarantee 7). Where the OS
 allows it (``snapfork``: a real disk without injected failures), the loop forks a child that
-serializes the copy-on-write image of the tree, writes ``tmp.snapshot.<zxid>`` and syncs it,
-while the loop goes on serving; the loop pauses only for the fork. A thread waits for the child
+serializes the copy-on-write image of the tree, writes ``tmp.snapshot.<zxid>`` and syncs it
+(every 8 MiB, as below), while the loop goes on serving; the loop pauses only for the fork. A thread waits for the child
 and renames the file into place. The child's tree is the tree at Z exactly, a special case of
 a fuzzy snapshot. Elsewhere (no fork, injected disk faults, a fork that failed) the snapshot is
 serialized on the loop in slices of about 2 ms, each followed by as long a gap for requests; a
@@ -261,8 +261,12 @@ class Persistence:
 
         def write_in_child() -> None:  # runs in the child only: no loop, no logging
             f = disk.create(path)
+            synced = 0
             while not writer.done:
                 f.write(writer.step(SNAPSHOT_CHILD_STEP_NODES))
+                if f.position - synced >= SNAPSHOT_SYNC_BYTES:
+                    f.sync()  # as the sliced writer does: one large flush would hold up the log's fsync
+                    synced = f.position
             f.write(writer.finish())
             f.sync()
             f.close()
