@@ -7,17 +7,21 @@ the fsync that covers it. The loop never waits on the disk: it only appends to a
 
 Snapshots start when the log rolls (after snapCount/2 + a random share of snapCount/2 txns, as
 ZooKeeper staggers them). The snapshot's zxid Z is the tree's last applied zxid when it starts
-(every txn logged after Z is replayed over it at recovery, DESIGN guarantee 7). Where the OS
-allows it (``snapfork``: a real disk without injected failures), the loop forks a child that
-serializes the copy-on-write image of the tree, writes ``tmp.snapshot.<zxid>`` and syncs it
-(every 8 MiB, as below), while the loop goes on serving; the loop pauses only for the fork. A thread waits for the child
-and renames the file into place. The child's tree is the tree at Z exactly, a special case of
-a fuzzy snapshot. Elsewhere (no fork, injected disk faults, a fork that failed) the snapshot is
-serialized on the loop in slices of about 2 ms, each followed by as long a gap for requests; a
-separate thread writes the slices to ``tmp.snapshot.<zxid>``, syncing every 8 MiB (one large
-flush would stall the log's fsync); the loop serializes at most 16 slices ahead of that thread.
-Then it syncs the file and renames it into place. Either way a crash never leaves a
-half-written ``snapshot.<zxid>``, and the next start removes the ``tmp.`` file.
+(every txn logged after Z is replayed over it at recovery, DESIGN guarantee 7).
+
+Where the OS allows it (``snapfork``: a real disk without injected failures), the loop forks a
+child that serializes the copy-on-write image of the tree and writes ``tmp.snapshot.<zxid>``,
+syncing every MiB (a large flush would hold up the log's fsync behind it), while the loop goes
+on serving: it pauses only for the fork. A thread waits for the child and renames the file into
+place. The child's tree is the tree at Z exactly, a special case of a fuzzy snapshot.
+
+Elsewhere (no fork, injected disk faults, a fork that failed) the snapshot is serialized on the
+loop in slices of about 2 ms, each followed by as long a gap for requests; a separate thread
+writes the slices to ``tmp.snapshot.<zxid>``, syncing every 8 MiB; the loop serializes at most
+16 slices ahead of that thread. Then it syncs the file and renames it into place.
+
+Either way a crash never leaves a half-written ``snapshot.<zxid>``; the next start removes the
+``tmp.`` file.
 
 A disk error (ENOSPC, EIO, ...) in the worker is fatal: nothing after the last good fsync is
 acknowledged and the server stops (fail-stop, as ZooKeeper's SyncRequestProcessor does); the next
@@ -52,6 +56,7 @@ log = logging.getLogger("zkpy.persistence")
 SNAPSHOT_SLICE_S = 0.002  # serialize for at most this long per loop turn
 SNAPSHOT_SYNC_BYTES = 8 << 20  # sync the snapshot file every this many bytes
 SNAPSHOT_MAX_PENDING_WRITES = 16  # slices serialized but not yet written: past this the loop waits for the disk
+SNAPSHOT_CHILD_SYNC_BYTES = 1 << 20  # the forked writer writes far faster than slices come: sync more often
 SNAPSHOT_CHILD_STEP_NODES = 4096  # nodes per chunk the forked child serializes and writes
 TMP_PREFIX = "tmp."
 
@@ -264,8 +269,8 @@ class Persistence:
             synced = 0
             while not writer.done:
                 f.write(writer.step(SNAPSHOT_CHILD_STEP_NODES))
-                if f.position - synced >= SNAPSHOT_SYNC_BYTES:
-                    f.sync()  # as the sliced writer does: one large flush would hold up the log's fsync
+                if f.position - synced >= SNAPSHOT_CHILD_SYNC_BYTES:
+                    f.sync()  # small flushes: a large one would hold up the log's fsync behind it
                     synced = f.position
             f.write(writer.finish())
             f.sync()
@@ -364,6 +369,9 @@ class Persistence:
         if future.cancelled():  # stopped mid-snapshot: the next start removes the tmp file
             return
         exc = future.exception()
+        if exc is not None and self.closed:  # stopped mid-snapshot: its writer was killed
+            log.info("snapshot 0x%x abandoned at stop", writer.zxid if writer else -1)
+            return
         if exc is not None:
             log.error("snapshot 0x%x failed: %s", writer.zxid if writer else -1, describe_error(exc))
             return
