@@ -11,7 +11,8 @@ ZooKeeper staggers them). The snapshot's zxid Z is the tree's last applied zxid 
 
 Where the OS allows it (``snapfork``: a real disk without injected failures), the loop forks a
 child that serializes the copy-on-write image of the tree and writes ``tmp.snapshot.<zxid>``,
-syncing every MiB (a large flush would hold up the log's fsync behind it), while the loop goes
+syncing every MiB (a large flush would hold up the log's fsync behind it) and resting after each
+sync as long as it took (the log's fsyncs get at least half the disk's time), while the loop goes
 on serving: it pauses only for the fork. A thread waits for the child and renames the file into
 place. The child's tree is the tree at Z exactly, a special case of a fuzzy snapshot.
 
@@ -270,8 +271,10 @@ class Persistence:
             while not writer.done:
                 f.write(writer.step(SNAPSHOT_CHILD_STEP_NODES))
                 if f.position - synced >= SNAPSHOT_CHILD_SYNC_BYTES:
+                    t = time.monotonic()
                     f.sync()  # small flushes: a large one would hold up the log's fsync behind it
                     synced = f.position
+                    time.sleep(time.monotonic() - t)  # and at most half the disk's time
             f.write(writer.finish())
             f.sync()
             f.close()
