@@ -6,11 +6,23 @@ how many txns are durable. Only then are they applied and answered, so no reply 
 the fsync that covers it. The loop never waits on the disk: it only appends to a list.
 
 Snapshots start when the log rolls (after snapCount/2 + a random share of snapCount/2 txns, as
-ZooKeeper staggers them). They are serialized on the loop in slices of about 2 ms, each followed
-by as long a gap for requests; a separate thread writes the slices to ``tmp.snapshot.<zxid>``,
-syncing every 8 MiB (one large flush would stall the log's fsync); the loop serializes at most
-16 slices ahead of that thread. Then it syncs the file and renames it
-into place, so a crash never leaves a half-written ``snapshot.<zxid>``.
+ZooKeeper staggers them). The snapshot's zxid Z is the tree's last applied zxid when it starts
+(every txn logged after Z is replayed over it at recovery, DESIGN guarantee 7).
+
+Where the OS allows it (``snapfork``: a real disk without injected failures), the loop forks a
+child that serializes the copy-on-write image of the tree and writes ``tmp.snapshot.<zxid>``,
+syncing every MiB (a large flush would hold up the log's fsync behind it) and resting after each
+sync as long as it took (the log's fsyncs get at least half the disk's time), while the loop goes
+on serving: it pauses only for the fork. A thread waits for the child and renames the file into
+place. The child's tree is the tree at Z exactly, a special case of a fuzzy snapshot.
+
+Elsewhere (no fork, injected disk faults, a fork that failed) the snapshot is serialized on the
+loop in slices of about 2 ms, each followed by as long a gap for requests; a separate thread
+writes the slices to ``tmp.snapshot.<zxid>``, syncing every 8 MiB; the loop serializes at most
+16 slices ahead of that thread. Then it syncs the file and renames it into place.
+
+Either way a crash never leaves a half-written ``snapshot.<zxid>``; the next start removes the
+``tmp.`` file.
 
 A disk error (ENOSPC, EIO, ...) in the worker is fatal: nothing after the last good fsync is
 acknowledged and the server stops (fail-stop, as ZooKeeper's SyncRequestProcessor does); the next
@@ -30,7 +42,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from zkpy.config import ServerConfig
-from zkpy.runtime.osdisk import describe_error
+from zkpy.runtime.osdisk import OsDisk, describe_error
+from zkpy.runtime.snapfork import fork_available, fork_child, kill_child, wait_child
 from zkpy.server.metrics import ServerMetrics
 from zkpy.storage.disk import AppendFile, Disk, join
 from zkpy.storage.files import DataDirs
@@ -44,6 +57,8 @@ log = logging.getLogger("zkpy.persistence")
 SNAPSHOT_SLICE_S = 0.002  # serialize for at most this long per loop turn
 SNAPSHOT_SYNC_BYTES = 8 << 20  # sync the snapshot file every this many bytes
 SNAPSHOT_MAX_PENDING_WRITES = 16  # slices serialized but not yet written: past this the loop waits for the disk
+SNAPSHOT_CHILD_SYNC_BYTES = 1 << 20  # the forked writer writes far faster than slices come: sync more often
+SNAPSHOT_CHILD_STEP_NODES = 4096  # nodes per chunk the forked child serializes and writes
 TMP_PREFIX = "tmp."
 
 
@@ -141,6 +156,8 @@ class Persistence:
         self._snap_io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zkpy-snapshot")
         self._snap_started = 0.0
         self.snapshot_pause_ms = 0.0  # the same for the current (or last) snapshot: its log line shows it
+        self.fork_snapshots = True  # write snapshots from a forked child where that is possible
+        self._snap_child: int | None = None  # the pid of the child writing the current snapshot
         self.metrics: ServerMetrics | None = None  # the server's registry: snapshottime goes there
         self.failed: BaseException | None = None
         self.closed = False
@@ -223,6 +240,8 @@ class Persistence:
         self.snapshot_pause_ms = 0.0
         self.snapshot = SnapshotWriter(tree)
         path = join(self.dirs.snap_dir, TMP_PREFIX + snapshot_name(self.snapshot.zxid))
+        if self._can_fork():
+            return self._fork_snapshot(tree, path, t0)
         first = self.snapshot.step(0)
         self._note_pause(t0)
         self._snap_started = t0
@@ -232,6 +251,69 @@ class Persistence:
         assert self.loop is not None
         self.loop.call_soon(self._snapshot_slice)
         return True
+
+    def _can_fork(self) -> bool:
+        """A forked child writes the file where the OS's files are written with no injected
+        failure (their byte and sync counters live in this process and would not see the child's)."""
+        if not self.fork_snapshots or not fork_available() or not isinstance(self.disk, OsDisk):
+            return False
+        plan = self.disk.faults.plan
+        return plan.fail_after_bytes is None and plan.fail_sync_after is None
+
+    def _fork_snapshot(self, tree: DataTree, path: str, t0: float) -> bool:
+        writer = self.snapshot
+        assert writer is not None and self.loop is not None
+        disk = self.disk
+
+        def write_in_child() -> None:  # runs in the child only: no loop, no logging
+            f = disk.create(path)
+            synced = 0
+            while not writer.done:
+                f.write(writer.step(SNAPSHOT_CHILD_STEP_NODES))
+                if f.position - synced >= SNAPSHOT_CHILD_SYNC_BYTES:
+                    t = time.monotonic()
+                    f.sync()  # small flushes: a large one would hold up the log's fsync behind it
+                    synced = f.position
+                    time.sleep(time.monotonic() - t)  # and at most half the disk's time
+            f.write(writer.finish())
+            f.sync()
+            f.close()
+
+        try:
+            pid = fork_child(write_in_child)
+        except OSError as exc:  # no memory or process slot for a child: serialize on the loop
+            log.warning("cannot fork a snapshot writer (%s), snapshotting on the loop", describe_error(exc))
+            self.fork_snapshots = False
+            self.snapshot = None
+            return self.start_snapshot(tree)
+        self._snap_child = pid
+        writer.nodes_written = len(tree.nodes)  # the child writes the tree as it is at the fork
+        self._note_pause(t0)
+        self._snap_started = t0
+        log.info("snapshotting 0x%x to %s (child %d)", writer.zxid, path, pid)
+        done = self._snap_io.submit(self._wait_snapshot_child, pid, path, writer.zxid)
+        done.add_done_callback(self._snapshot_done_threadsafe)
+        return True
+
+    def _wait_snapshot_child(self, pid: int, tmp: str, zxid: int) -> str:
+        code = wait_child(pid)
+        self._snap_child = None
+        if code != 0:
+            self.disk.remove(tmp)
+            how = f"exit code {code}" if code > 0 else f"signal {-code}"
+            raise RuntimeError(f"the snapshot child {pid} ended with {how}")
+        path = join(self.dirs.snap_dir, snapshot_name(zxid))
+        self.disk.rename(tmp, path)
+        return path
+
+    def _snapshot_done_threadsafe(self, future: Any) -> None:
+        loop = self.loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            loop.call_soon_threadsafe(self._snapshot_done, future)
+        except RuntimeError:  # the loop closed meanwhile
+            pass
 
     def _open_snapshot_file(self, path: str, first: bytes) -> None:
         self._snap_synced = 0
@@ -262,7 +344,7 @@ class Persistence:
             writes.append(self._snap_io.submit(self._write_snapshot_chunk, data))
         if writer.done:
             done = self._snap_io.submit(self._seal_snapshot, writer.zxid)
-            done.add_done_callback(lambda f: self.loop.call_soon_threadsafe(self._snapshot_done, f))  # type: ignore[union-attr]
+            done.add_done_callback(self._snapshot_done_threadsafe)
         else:
             # leave the loop as long again for requests: a snapshot takes about twice the CPU
             # time it needs, and request latency stays near its level outside snapshots
@@ -290,6 +372,9 @@ class Persistence:
         if future.cancelled():  # stopped mid-snapshot: the next start removes the tmp file
             return
         exc = future.exception()
+        if exc is not None and self.closed:  # stopped mid-snapshot: its writer was killed
+            log.info("snapshot 0x%x abandoned at stop", writer.zxid if writer else -1)
+            return
         if exc is not None:
             log.error("snapshot 0x%x failed: %s", writer.zxid if writer else -1, describe_error(exc))
             return
@@ -308,8 +393,12 @@ class Persistence:
 
     def close(self) -> None:
         """Let the worker finish what it was handed (so a clean stop loses nothing), then stop.
-        A snapshot still being written is abandoned; its tmp file is removed at the next start."""
+        A snapshot still being written is abandoned (a forked writer is killed); its tmp file is
+        removed at the next start."""
         self.closed = True
+        child = self._snap_child
+        if child is not None:
+            kill_child(child)  # its waiter removes the tmp file, or the next start does
         if self.worker is not None:
             self.worker.stop()
             self.worker.join(timeout=30)
