@@ -37,6 +37,19 @@ async def eventually(condition: Callable[[], bool | Awaitable[bool]], what: str 
         await asyncio.sleep(poll_s)
 
 
+def until(condition: Callable[[], _T], what: str, deadline_s: float = DEADLINE, poll_s: float = 0.05) -> _T:
+    """Blocking: poll ``condition()`` until its value is truthy and return it, or fail after
+    ``deadline_s`` (for tests that drive servers and clients from plain threads)."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {deadline_s}s waiting for {what}")
+        time.sleep(poll_s)
+
+
 async def wait_event(event: asyncio.Event, what: str, deadline_s: float = DEADLINE) -> None:
     try:
         await asyncio.wait_for(event.wait(), deadline_s)

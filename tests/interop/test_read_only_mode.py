@@ -32,6 +32,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NotReadOnlyCallError as KazooNotReadOnly
 from kazoo.protocol.states import KeeperState
 from tests.conftest import require_apache
+from tests.helpers.clientwait import until
 from tests.interop.test_zkcli import normalise
 
 from zkpy import Client, ClientState
@@ -55,14 +56,7 @@ SERVING = ("leader", "follower")
 
 
 def _until(condition: Callable[[], object], what: str, deadline_s: float = 20.0) -> object:
-    deadline = time.monotonic() + deadline_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {deadline_s}s waiting for {what}")
-        time.sleep(0.05)
+    return until(condition, what, deadline_s)
 
 
 def _hosts(servers: list[ServerProcess]) -> str:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
+from tests.helpers.clientwait import until
 from tests.helpers.ensemble_workload import patient_client
 
 from zkpy.testing.servers import (
@@ -60,10 +61,7 @@ def modes(servers: list[ServerProcess], sids: tuple[int, ...]) -> dict[int, str 
 
 
 def wait_until(pred: Callable[[], bool], what: str, deadline_s: float = 30.0) -> None:
-    deadline = time.monotonic() + deadline_s
-    while not pred():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
+    until(pred, what, deadline_s)
 
 
 def write(servers: list[ServerProcess], sids: tuple[int, ...], path: str) -> None:
