@@ -225,6 +225,8 @@ class ServerConfig:
     metrics_export_jvm_info: bool = True  # metricsProvider.exportJvmInfo: here the process and platform metrics
     # read-only mode (issue 13): readonlymode.enabled, in zoo.cfg or as -Dreadonlymode.enabled in the JVM flags
     read_only_mode: bool = False  # an ensemble member cut off from its quorum serves read-only clients
+    # issue 15: processes serving the client port (the member and server_workers-1 workers, runtime.workers)
+    server_workers: int = 1  # serverWorkers (zkpy's own key; "auto": the CPUs this process may run on)
 
     @property
     def min_session_timeout(self) -> int:

@@ -37,6 +37,8 @@ ACTIONS = ("start", "stop", "status", "restart")
 @click.option("--address", "client_port_address", help="clientPortAddress (default 127.0.0.1)")
 @click.option("--data-dir", "data_dir", help="dataDir (default ./zkpy-data)")
 @click.option("--tick-ms", "tick_ms", type=int, help="tickTime in ms (default 2000)")
+@click.option("--server-workers", "server_workers", metavar="N|auto",
+              help="serverWorkers: processes serving the client port (default 1; auto: one per CPU)")
 @click.option("--4lw", "four_letter_words", help="4lw.commands.whitelist, comma separated ('*' for all)")
 @click.option("--extended-types/--no-extended-types", default=None, help="enable TTL nodes (extendedTypesEnabled)")
 @click.option("--enforce-quota/--no-enforce-quota", default=None,
@@ -207,6 +209,10 @@ def _config(zoo_cfg: str | None, flags: dict[str, object], quiet: bool = False) 
             sys.exit(EXIT_CONFIG)
     config = _enforce_quota_from_jvm_flags(config)
     overrides = {k: v for k, v in flags.items() if v is not None}
+    if "server_workers" in overrides:
+        from zkpy.cli.zoocfg import server_workers
+
+        overrides["server_workers"] = server_workers("--server-workers", "", str(overrides["server_workers"]))
     if "four_letter_words" in overrides:
         overrides["four_letter_words"] = frozenset(w.strip() for w in str(overrides["four_letter_words"]).split(","))
     if overrides:

@@ -26,6 +26,7 @@ __all__ = ["data_dir_problem", "describe_error", "flag_problem", "port_problem"]
 FLAG_KEYS = {
     "client_port": ("--port", "clientPort"),
     "tick_ms": ("--tick-ms", "tickTime"),
+    "server_workers": ("--server-workers", "serverWorkers"),
 }
 
 

@@ -136,6 +136,23 @@ def _int(source: str, key: str, value: str) -> int:
     return number
 
 
+MAX_SERVER_WORKERS = 256
+
+
+def server_workers(source: str, key: str, value: str) -> int:
+    """serverWorkers: a count of serving processes, 1 to MAX_SERVER_WORKERS, or ``auto`` (one per
+    CPU this process may run on)."""
+    if value.strip().lower() == "auto":
+        return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    try:
+        number = int(value)
+    except ValueError:
+        raise ConfigError(f"{source}: {key}={value!r} must be a number of processes or auto") from None
+    if not 1 <= number <= MAX_SERVER_WORKERS:
+        raise ConfigError(f"{source}: {key}={value} must be between 1 and {MAX_SERVER_WORKERS} (or auto)")
+    return number
+
+
 def _bool(source: str, key: str, value: str) -> bool:
     if value.lower() not in ("true", "false"):
         raise ConfigError(f"{source}: {key}={value!r} must be true or false")
@@ -218,6 +235,8 @@ def config_from_properties(props: dict[str, str], source: str, read_myid: MyidRe
             values["metrics_prometheus"] = value == PROMETHEUS_PROVIDER
         elif key == "readonlymode.enabled":
             values["read_only_mode"] = _bool(source, key, value)
+        elif key == "serverWorkers":
+            values["server_workers"] = server_workers(source, key, value)
         elif key == "metricsProvider.exportJvmInfo":
             values["metrics_export_jvm_info"] = _bool(source, key, value)
         elif key == "DigestAuthenticationProvider.superDigest":
@@ -258,6 +277,10 @@ def config_from_properties(props: dict[str, str], source: str, read_myid: MyidRe
         raise ConfigError(f"{source}: standaloneEnabled=false needs server.N lines with at least one participant")
     elif hierarchy.keys:
         raise ConfigError(f"{hierarchy.source}: {hierarchy.keys[0]}: group and weight lines need server.N lines")
+    if values.get("server_workers", 1) > 1 and servers and values["quorum"].is_ensemble:
+        log.warning("%s: serverWorkers=%d: an ensemble member serves its clients from one process (worker "
+                    "processes serve standalone servers only, for now)", source, values["server_workers"])
+        values["server_workers"] = 1
     if quorum_values.get("local_sessions") and not (servers and values["quorum"].is_ensemble):
         log.warning("%s: localSessionsEnabled has no effect on a standalone server: its sessions are all global, "
                     "as in ZooKeeper 3.8", source)

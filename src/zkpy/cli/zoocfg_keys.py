@@ -242,8 +242,14 @@ KEYS: dict[str, KeyRule] = {
     "leader.closeSocketAsync": _none("zkpy never blocks on closing a socket"),
     "learner.asyncSending": _none("zkpy learners always send without blocking"),
     "forward_learner_requests_to_commit_processor_disabled": _none(_JVM),
-    "zookeeper.nio.numSelectorThreads": _none(_JVM),
-    "zookeeper.nio.numWorkerThreads": _none(_JVM),
+    "zookeeper.nio.numSelectorThreads": _none(_JVM + "; serverWorkers spreads clients over processes"),
+    "zookeeper.nio.numWorkerThreads": _none(_JVM + "; serverWorkers spreads clients over processes"),
+    "serverWorkers": _honoured("zkpy's own key: how many processes serve the client port (default 1; "
+                               "'auto': one per CPU). The member recovers the data dir, owns the txn log and "
+                               "serves; serverWorkers-1 worker processes each hold a replica fed like an "
+                               "observer, share the port with SO_REUSEPORT and forward writes and sessions "
+                               "to it. A standalone server only: an ensemble member serves from one process "
+                               "(WARN)", "server_workers"),
     "zookeeper.commitProcessor.numWorkerThreads": _none(_JVM),
     "zookeeper.commitProcessor.maxReadBatchSize": _none(_JVM),
     "zookeeper.commitProcessor.maxCommitBatchSize": _none(_JVM),

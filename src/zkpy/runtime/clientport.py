@@ -332,10 +332,15 @@ class ServesClients:
 class ClientPort:
     """The listener and connections of a server's client port. ``core`` is the request pipeline
     that serves new connections (None: not serving); ``on_input`` is called after client input,
-    for the owner to flush (once per loop turn); ``view`` is what four-letter words read."""
+    for the owner to flush (once per loop turn); ``view`` is what four-letter words read.
+    ``reuse_port``: the listeners set SO_REUSEPORT, so the processes of one server
+    (``serverWorkers``, ``runtime.workers``) listen on the same ports and the kernel spreads
+    new connections over them."""
 
-    def __init__(self, config: ServerConfig, view: ServerView, on_input: Callable[[], None]) -> None:
+    def __init__(self, config: ServerConfig, view: ServerView, on_input: Callable[[], None],
+                 reuse_port: bool = False) -> None:
         self.config = config
+        self.reuse_port = reuse_port
         self.view = view
         self.on_input = on_input
         self.core: ServerCore | None = None
@@ -362,11 +367,13 @@ class ClientPort:
         if config.client_port_enabled:
             self._server = await loop.create_server(lambda: ClientProtocol(self), config.client_port_address,
                                                     config.client_port, reuse_address=True,
+                                                    reuse_port=self.reuse_port or None,
                                                     backlog=self.listen_backlog)
         if config.secure_client_port is not None and self.tls_context is not None:
             address = config.secure_client_port_address or config.client_port_address
             self._secure_server = await loop.create_server(lambda: ClientProtocol(self, secure=True), address,
                                                            config.secure_client_port, reuse_address=True,
+                                                           reuse_port=self.reuse_port or None,
                                                            backlog=self.listen_backlog)
             log.info("serving TLS clients on %s:%d", address, self.secure_port)
 

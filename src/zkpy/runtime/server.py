@@ -4,6 +4,11 @@ One event loop per process. Each loop turn's input is processed by the core; a s
 per turn hands the turn's new txns to the fsync worker and writes every connection's output
 with one ``write`` per connection. When the worker reports txns durable, they are applied and
 answered (then flushed again): a write's reply never leaves before its fsync.
+
+With ``serverWorkers`` = N > 1 this process is the member of N serving processes
+(``runtime.workers``): its pipeline is a leader's (it also preps what the workers forward), it
+hands out session ids ``id % N == 0``, listens with SO_REUSEPORT, and sends each applied txn to
+the workers right after applying it (``member.workers.WorkerHub``).
 """
 
 from __future__ import annotations
@@ -22,7 +27,10 @@ from zkpy.runtime.banner import serving_line
 from zkpy.runtime.clientport import ClientPort, ServesClients, now_ms, wall_ms
 from zkpy.runtime.osdisk import OsDisk, describe_error
 from zkpy.runtime.persistence import Persistence
+from zkpy.member.workers import WorkerHub
+from zkpy.runtime.workers import WorkerPool
 from zkpy.server.core import ServerCore
+from zkpy.server.leader import LeaderServerCore
 from zkpy.server.outputs import Output, Propose
 from zkpy.storage.disk import Disk, FaultPlan
 from zkpy.storage.files import DataDirs, purge
@@ -54,14 +62,24 @@ class ZkServer(ServesClients):
         tree = self.recovered.tree
         log.info("recovered zxid 0x%x, %d znodes, %d sessions, digest 0x%x in %.2fs", tree.last_processed_zxid,
                  tree.node_count(), len(tree.sessions), tree.digest, recovery_s)
-        self.core = ServerCore(config, now_ms(), wall_ms(), log=log.info, tree=tree)
+        workers = config.server_workers
+        self.hub: WorkerHub | None = None
+        self.workers: WorkerPool | None = None
+        if workers > 1:
+            leader = LeaderServerCore(config, now_ms(), wall_ms(), log=log.info, tree=tree)
+            leader.sessions.partition(0, workers)
+            self.core: ServerCore = leader
+            self.hub = WorkerHub(leader)
+            self.workers = WorkerPool(config, workers, self.hub, self.schedule_flush)
+        else:
+            self.core = ServerCore(config, now_ms(), wall_ms(), log=log.info, tree=tree)
         self.core.metrics.record("dbinittime", int(recovery_s * 1000))
         # the recovered tree lives as long as the server: keep the collector from walking it
         gc.collect()
         gc.freeze()
         self.persistence = Persistence(config, self.disk, self.dirs)
         self.persistence.metrics = self.core.metrics
-        self.clients = ClientPort(config, self, self.schedule_flush)
+        self.clients = ClientPort(config, self, self.schedule_flush, reuse_port=workers > 1)
         self.clients.core = self.core
         self.trace_mask = DEFAULT_TRACE_MASK  # gtmk/stmk; zkpy does no tracing
         self._flush_scheduled = False
@@ -93,6 +111,9 @@ class ZkServer(ServesClients):
         elif self.recovered.txns_replayed:
             self.persistence.start_snapshot(self.core.tree)  # the next restart replays less
         await self.clients.listen()
+        if self.workers is not None:
+            secure = self.clients.secure_port if self.config.secure_client_port is not None else None
+            self.workers.start(self.port, secure)
         await self.admin.start()  # a port it cannot bind costs a log line, not the server
         await self.metrics_endpoint.start()  # likewise
         log.info("binding to port %s:%d", self.config.client_port_address, self.port)
@@ -134,9 +155,13 @@ class ZkServer(ServesClients):
         txns = [(o.hdr, o.txn) for o in outputs if isinstance(o, Propose)]
         if txns:
             self.persistence.log_txns(txns, self.core.tree)
+            if self.hub is not None:
+                self.hub.proposed(txns)
         for o in outputs:
             if isinstance(o, Output):
                 self.clients.write(o.conn)
+        if self.workers is not None and self.hub is not None:
+            self.workers.send(self.hub.take())
 
     def _durable(self, count: int) -> None:
         """The worker fsynced ``count`` more txns: apply and answer them."""
@@ -144,6 +169,8 @@ class ZkServer(ServesClients):
             return
         self.core.set_time(now_ms(), wall_ms())
         self.core.apply_persisted(count)
+        if self.hub is not None:
+            self.hub.applied(count)
         self.flush()
 
     def _disk_failed(self, exc: BaseException) -> None:
@@ -159,6 +186,8 @@ class ZkServer(ServesClients):
             self._ticker.cancel()
         if self._purger is not None:
             self._purger.cancel()
+        if self.workers is not None:
+            await self.workers.close()
         await self.admin.close()
         await self.metrics_endpoint.close()
         await self.clients.close()

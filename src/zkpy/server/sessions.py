@@ -49,13 +49,21 @@ class SessionTracker:
         self.sessions: dict[int, Session] = {}
         self.buckets: dict[int, set[int]] = {}
         self.next_session_id: int = initial_session_id(server_id, now_ms)
+        self._stride = 1
+
+    def partition(self, index: int, count: int) -> None:
+        """Hand out only ids ``id % count == index`` (as unsigned 64-bit numbers): the ``count``
+        processes serving one client port (``member.workers``) never choose the same id."""
+        unsigned = self.next_session_id & 0xFFFFFFFFFFFFFFFF
+        self.next_session_id = to_signed64(unsigned + (index - unsigned) % count)
+        self._stride = count
 
     def _bucket(self, t: int) -> int:
         return (t // self.tick_ms + 1) * self.tick_ms
 
     def new_session_id(self) -> int:
         sid = self.next_session_id
-        self.next_session_id = to_signed64(sid + 1)
+        self.next_session_id = to_signed64(sid + self._stride)
         return sid
 
     def add(self, session_id: int, timeout_ms: int, now_ms: int) -> Session:

@@ -1,0 +1,201 @@
+"""A worker process of a server with ``serverWorkers`` > 1: ``python -m zkpy.runtime.worker FD``.
+
+``FD`` is this process's end of its link to the member (a Unix socket pair, ``runtime.workers``).
+The member writes a hello first (a 4-byte length, then a pickled `Hello`: the server's config
+with the client ports it bound, this worker's index and the process count, the log level);
+then the link carries ``member.workers`` packets: the replica (SNAP), then committed txns.
+Once the replica is loaded, the worker listens on the same client port(s) with SO_REUSEPORT
+(the kernel spreads new connections over the processes) and serves them with a learner's
+pipeline (``server.learner.LearnerServerCore``) fed by ``member.workers.WorkerFeed``.
+
+The worker lives as long as its link: when the member exits (or is killed) the kernel closes
+the link, and the worker drops its clients and exits, so no worker outlives its member.
+Four-letter words answered here describe this process (its connections, its replica: ``Mode:
+standalone``, the replica's zxid and node count); the AdminServer and /metrics are the member's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import pickle
+import signal
+import socket
+import sys
+import time
+
+from zkpy.admin.fourletter import DEFAULT_TRACE_MASK
+from zkpy.config import ServerConfig
+from zkpy.member.workers import WorkerFeed
+from zkpy.runtime.clientport import ClientPort, ServesClients, now_ms, wall_ms
+from zkpy.server.learner import LearnerServerCore
+from zkpy.server.outputs import Output
+
+log = logging.getLogger("zkpy.worker")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Hello:
+    """What the member tells a new worker before anything else."""
+
+    config: ServerConfig  # with the client ports the member bound (clientPort=0 became a real port)
+    index: int  # 1 .. count-1 (the member is 0)
+    count: int  # serving processes in all
+    log_level: int
+
+
+def read_hello(sock: socket.socket) -> Hello:
+    def exactly(n: int) -> bytes:
+        buf = b""
+        while len(buf) < n:
+            chunk = sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("the member closed the link before its hello")
+            buf += chunk
+        return buf
+
+    size = int.from_bytes(exactly(4), "big")
+    hello = pickle.loads(exactly(size))  # our own member, over a socket pair only it and we hold
+    assert isinstance(hello, Hello)
+    return hello
+
+
+def encode_hello(hello: Hello) -> bytes:
+    data = pickle.dumps(hello)
+    return len(data).to_bytes(4, "big") + data
+
+
+class _Link(asyncio.Protocol):
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+
+    def data_received(self, data: bytes) -> None:
+        self.worker.link_data(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.worker.link_lost()
+
+
+class Worker(ServesClients):
+    """One worker process's server: a replica fed by the member, serving the shared client port."""
+
+    mode = "standalone"
+    leader_id = -1
+
+    def __init__(self, hello: Hello) -> None:
+        self.config = hello.config
+        self.hello = hello
+        self.feed = WorkerFeed()
+        self.pipeline: LearnerServerCore | None = None
+        self.clients = ClientPort(self.config, self, self.schedule_flush, reuse_port=True)
+        self.trace_mask = DEFAULT_TRACE_MASK
+        self.transport: asyncio.Transport | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.stopped = asyncio.Event()
+        self._flush_scheduled = False
+        self._ticker: asyncio.TimerHandle | None = None
+
+    @property
+    def core(self) -> LearnerServerCore | None:
+        return self.pipeline
+
+    def quorum_metrics(self) -> list[tuple[str, object]]:
+        return []
+
+    def fsync_summaries(self) -> None:
+        return None
+
+    async def run(self, sock: socket.socket) -> None:
+        self.loop = asyncio.get_running_loop()
+        # Ctrl-C reaches the whole process group: the member decides; SIGTERM stops this worker only
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        self.loop.add_signal_handler(signal.SIGTERM, self.stopped.set)
+        transport, _ = await self.loop.create_unix_connection(lambda: _Link(self), sock=sock)
+        self.transport = transport
+        await self.stopped.wait()
+        if self._ticker is not None:
+            self._ticker.cancel()
+        await self.clients.close()
+
+    def link_data(self, data: bytes) -> None:
+        try:
+            if self.feed.receive(data):
+                self._replica_loaded()
+                self.feed.receive(b"")
+        except Exception:
+            log.exception("worker %d: bad data from the member: stopping", self.hello.index)
+            self.stopped.set()
+            return
+        self.schedule_flush()
+
+    def _replica_loaded(self) -> None:
+        tree = self.feed.tree
+        assert tree is not None and self.loop is not None
+        pipeline = LearnerServerCore(self.config, now_ms(), wall_ms(), log=log.info, tree=tree)
+        pipeline.sessions.partition(self.hello.index, self.hello.count)
+        self.pipeline = self.feed.pipeline = self.clients.core = pipeline
+        log.info("worker %d: replica at zxid 0x%x, %d znodes: serving %s:%d", self.hello.index,
+                 tree.last_processed_zxid, tree.node_count(), self.config.client_port_address,
+                 self.config.client_port)
+        self.loop.create_task(self.clients.listen())
+        self._tick()
+
+    def link_lost(self) -> None:
+        log.info("worker %d: the member closed the link: stopping", self.hello.index)
+        self.stopped.set()
+
+    def _tick(self) -> None:
+        assert self.loop is not None and self.pipeline is not None
+        self.pipeline.set_time(now_ms(), wall_ms())
+        self.pipeline.tick()
+        self.feed.touches()
+        self.flush()
+        interval = max(10, min(100, self.config.tick_ms // 4)) / 1000
+        self._ticker = self.loop.call_later(interval, self._tick)
+
+    def schedule_flush(self) -> None:
+        if not self._flush_scheduled and self.loop is not None:
+            self._flush_scheduled = True
+            self.loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        self._flush_scheduled = False
+        pipeline = self.pipeline
+        if pipeline is not None:
+            outputs = pipeline.ready()
+            self.feed.outputs(outputs)
+            for o in outputs:
+                if isinstance(o, Output):
+                    self.clients.write(o.conn)
+        data = self.feed.take()
+        if data and self.transport is not None and not self.transport.is_closing():
+            self.transport.write(data)
+
+
+def main(argv: list[str]) -> None:
+    sock = socket.socket(fileno=int(argv[1]))
+    sock.setblocking(True)
+    hello = read_hello(sock)
+    sock.setblocking(False)
+    logging.basicConfig(level=hello.log_level, stream=sys.stderr,
+                        format=f"%(asctime)s %(levelname)s [worker {hello.index}] %(name)s: %(message)s")
+    t0 = time.monotonic()
+
+    async def runner() -> None:
+        await Worker(hello).run(sock)
+
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(runner())
+    else:
+        uvloop.run(runner())
+    log.info("worker %d: stopped after %.1fs", hello.index, time.monotonic() - t0)
+
+
+if __name__ == "__main__":
+    # run as the module itself, so that the pickled Hello is this module's class, not __main__'s
+    from zkpy.runtime.worker import main as _main
+
+    _main(sys.argv)

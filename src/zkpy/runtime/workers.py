@@ -1,0 +1,152 @@
+"""The member's worker processes (``serverWorkers`` = N > 1): spawn N-1, link, feed, restart.
+
+Each worker is ``python -m zkpy.runtime.worker FD`` with one end of a Unix socket pair as its
+link (no port, no path: only the two processes hold it). The member writes the hello
+(``runtime.worker.Hello``) on it first, then the link carries ``member.workers`` packets: when
+the link is connected the hub sends the tree as it is at that turn of the loop (SNAP), then
+every txn the member applies after it. A worker that dies is started again after
+``RESTART_DELAY_S``; its clients reconnect (to any process) and keep their sessions, as after
+any server move. Closing the pool closes the links; the workers exit when theirs closes (also
+when the member is killed: the kernel closes its end), and are killed if they have not within
+``STOP_WAIT_S``.
+
+A link's output is unbounded only while its worker starts (the SNAP and the txns applied
+meanwhile wait in the socket's buffer); a worker that stops reading for ``STALL_LIMIT_BYTES``
+is killed and restarted, so a stuck worker cannot exhaust the member's memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+
+from zkpy.config import ServerConfig
+from zkpy.member.workers import WorkerHub
+from zkpy.runtime.worker import Hello, encode_hello
+
+log = logging.getLogger("zkpy.server")
+
+RESTART_DELAY_S = 1.0
+STOP_WAIT_S = 5.0
+STALL_LIMIT_BYTES = 256 << 20
+
+
+class _Link(asyncio.Protocol):
+    def __init__(self, pool: WorkerPool, index: int) -> None:
+        self.pool = pool
+        self.index = index
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.pool.hub.attach(self.index)
+        self.pool.on_input()
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self.pool.hub.receive(self.index, data)
+        except Exception as exc:
+            log.error("worker %d sent what no worker sends (%s): restarting it", self.index, exc)
+            assert self.transport is not None
+            self.transport.abort()
+            return
+        self.pool.on_input()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.pool.link_lost(self.index)
+
+
+class WorkerPool:
+    """The N-1 workers of a server; ``on_input`` asks the owner to flush (pipeline and links)."""
+
+    def __init__(self, config: ServerConfig, count: int, hub: WorkerHub, on_input: Callable[[], None]) -> None:
+        self.config = config
+        self.count = count
+        self.hub = hub
+        self.on_input = on_input
+        self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self.links: dict[int, _Link] = {}
+        self.closing = False
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def start(self, port: int, secure_port: int | None) -> None:
+        """Start the workers, listening on the ports the member bound."""
+        self.loop = asyncio.get_running_loop()
+        self._config = dataclasses.replace(self.config, client_port=port, secure_client_port=secure_port,
+                                           admin_enabled=False, metrics_prometheus=False)
+        for index in range(1, self.count):
+            self._spawn(index)
+        log.info("serving the client port from %d processes (serverWorkers=%d): workers %s", self.count,
+                 self.count, ", ".join(f"{i}: pid {p.pid}" for i, p in sorted(self.procs.items())))
+
+    def _spawn(self, index: int) -> None:
+        if self.closing:
+            return
+        assert self.loop is not None
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            proc = subprocess.Popen([sys.executable, "-m", "zkpy.runtime.worker", str(theirs.fileno())],
+                                    pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
+        finally:
+            theirs.close()
+        self.procs[index] = proc
+        mine.sendall(encode_hello(Hello(self._config, index, self.count, logging.getLogger().getEffectiveLevel())))
+        mine.setblocking(False)
+        link = _Link(self, index)
+        self.links[index] = link
+        self.loop.create_task(self.loop.create_unix_connection(lambda: link, sock=mine))
+
+    def send(self, outputs: list[tuple[int, bytes]]) -> None:
+        for index, data in outputs:
+            link = self.links.get(index)
+            if link is None or link.transport is None or link.transport.is_closing():
+                continue
+            link.transport.write(data)
+            if link.transport.get_write_buffer_size() > STALL_LIMIT_BYTES:
+                log.error("worker %d has not read %d bytes of txns: restarting it", index,
+                          link.transport.get_write_buffer_size())
+                proc = self.procs.get(index)
+                if proc is not None:
+                    proc.kill()
+                link.transport.abort()
+
+    def link_lost(self, index: int) -> None:
+        self.hub.detach(index)
+        self.links.pop(index, None)
+        proc = self.procs.pop(index, None)
+        if proc is None or self.loop is None:
+            return
+        self.loop.create_task(self._reap(index, proc))
+
+    async def _reap(self, index: int, proc: subprocess.Popen[bytes]) -> None:
+        assert self.loop is not None
+        try:
+            code = await asyncio.wait_for(self.loop.run_in_executor(None, proc.wait), STOP_WAIT_S)
+        except asyncio.TimeoutError:
+            proc.kill()
+            code = await self.loop.run_in_executor(None, proc.wait)
+        if self.closing:
+            return
+        log.warning("worker %d (pid %d) exited with %s: starting it again in %.0fs", index, proc.pid, code,
+                    RESTART_DELAY_S)
+        self.loop.call_later(RESTART_DELAY_S, self._spawn, index)
+
+    async def close(self) -> None:
+        self.closing = True
+        procs = list(self.procs.values())
+        for link in list(self.links.values()):
+            if link.transport is not None:
+                link.transport.close()
+        assert self.loop is not None or not procs
+        for proc in procs:
+            assert self.loop is not None
+            try:
+                await asyncio.wait_for(self.loop.run_in_executor(None, proc.wait), STOP_WAIT_S)
+            except asyncio.TimeoutError:
+                proc.kill()
+                await self.loop.run_in_executor(None, proc.wait)
