@@ -9,6 +9,7 @@ connection's process is the one whose ``cons`` lists it beside a connection know
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 import uuid
@@ -55,6 +56,12 @@ class Processes:
                 self.probes[k] = c
         for c in spare:
             c.close()
+
+    def pid(self, k: int) -> int:
+        """The pid of worker ``k`` (the member logs each start)."""
+        found = re.findall(rf"worker {k} started: pid (\d+)", self.server.log())
+        assert found, f"no worker {k} in the log"
+        return int(found[-1])
 
     def creator(self, session_id: int) -> int:
         return (session_id & 0xFFFFFFFFFFFFFFFF) % self.count
@@ -175,11 +182,21 @@ def test_sync_makes_a_read_on_one_process_see_a_write_acknowledged_by_another(pr
     reader = procs.raw_on(procs.count - 1)
     try:
         assert writer.call(OpCode.CREATE, CreateRequest(path, b"0", OPEN, 0)).header.err == 0
-        for i in range(1, 201):
+        # the reader's worker is stopped while the write is acknowledged, and gets the reader's
+        # sync and read with the txn: whichever it takes first, the read must show the write
+        stopped = procs.pid(procs.count - 1) if procs.count > 1 else None
+        for i in range(1, 101):
             value = str(i).encode()
-            assert writer.call(OpCode.SET_DATA, SetDataRequest(path, value, -1)).header.err == 0
-            reader.send(OpCode.SYNC, SyncRequest(path))
-            read = reader.send(OpCode.GET_DATA, GetDataRequest(path, False))
+            if stopped is not None and i % 4 == 0:
+                os.kill(stopped, signal.SIGSTOP)
+            try:
+                assert writer.call(OpCode.SET_DATA, SetDataRequest(path, value, -1)).header.err == 0
+                reader.send(OpCode.SYNC, SyncRequest(path))
+                read = reader.send(OpCode.GET_DATA, GetDataRequest(path, False))
+                time.sleep(0.002 if stopped is not None and i % 4 == 0 else 0)  # both reach its sockets
+            finally:
+                if stopped is not None:
+                    os.kill(stopped, signal.SIGCONT)
             while (frame := reader.recv()).header.xid != read:
                 pass
             assert frame.header.err == 0 and GetDataResponse.from_bytes(frame.body).data == value, f"round {i}"

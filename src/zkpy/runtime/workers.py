@@ -79,10 +79,10 @@ class WorkerPool:
         self.loop = asyncio.get_running_loop()
         self._config = dataclasses.replace(self.config, client_port=port, secure_client_port=secure_port,
                                            admin_enabled=False, metrics_prometheus=False)
+        log.info("serving the client port from %d processes (serverWorkers=%d): this one and %d workers",
+                 self.count, self.count, self.count - 1)
         for index in range(1, self.count):
             self._spawn(index)
-        log.info("serving the client port from %d processes (serverWorkers=%d): workers %s", self.count,
-                 self.count, ", ".join(f"{i}: pid {p.pid}" for i, p in sorted(self.procs.items())))
 
     def _spawn(self, index: int) -> None:
         if self.closing:
@@ -95,6 +95,7 @@ class WorkerPool:
         finally:
             theirs.close()
         self.procs[index] = proc
+        log.info("worker %d started: pid %d", index, proc.pid)
         mine.sendall(encode_hello(Hello(self._config, index, self.count, logging.getLogger().getEffectiveLevel())))
         mine.setblocking(False)
         link = _Link(self, index)
