@@ -26,6 +26,24 @@ from zkpy.wire.proto import (
 OPEN = [ACL(31, Id("world", "anyone"))]
 
 
+@pytest.fixture(scope="module")
+def zkpy_workers_server() -> Iterator[ServerProcess]:
+    """A zkpy server serving its port from 3 processes (serverWorkers): the member and 2 workers."""
+    server = start_zkpy({"serverWorkers": "3"})
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture(params=["zkpy", "zkpy_workers", "apache"])
+def any_server(request: pytest.FixtureRequest) -> ServerProcess:
+    """The same test against zkpy with one serving process and with three, and against Apache ZooKeeper."""
+    if request.param == "apache":
+        from tests.conftest import require_apache
+
+        require_apache()
+    return request.getfixturevalue(f"{request.param}_server")  # type: ignore[no-any-return]
+
+
 def raw(server: ServerProcess, **kwargs: object) -> RawClient:
     host, port = server.hosts.split(":")
     return RawClient(host, int(port), **kwargs)  # type: ignore[arg-type]
@@ -77,7 +95,7 @@ def test_a_read_queued_behind_the_sessions_write_sees_it(any_server: ServerProce
         c.close()
 
 
-@pytest.fixture(params=["zkpy", "apache"], scope="module")
+@pytest.fixture(params=["zkpy", "zkpy_workers", "apache"], scope="module")
 def fast_tick_server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
     """A server with a 200 ms tick, so sessions can expire quickly."""
     settings = {"tickTime": "200", "minSessionTimeout": "400", "maxSessionTimeout": "4000"}
@@ -87,7 +105,7 @@ def fast_tick_server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
         require_apache()
         server = start_apache(settings)
     else:
-        server = start_zkpy(settings)
+        server = start_zkpy({**settings, "serverWorkers": "3" if request.param == "zkpy_workers" else "1"})
     yield server
     server.cleanup()
 
