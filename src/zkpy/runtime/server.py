@@ -23,11 +23,11 @@ from zkpy.admin.http import AdminServer
 from zkpy.admin.prometheus import MetricsEndpoint
 from zkpy.admin.view import Summary
 from zkpy.config import ServerConfig
+from zkpy.member.workers import WorkerHub
 from zkpy.runtime.banner import serving_line
 from zkpy.runtime.clientport import ClientPort, ServesClients, now_ms, wall_ms
 from zkpy.runtime.osdisk import OsDisk, describe_error
 from zkpy.runtime.persistence import Persistence
-from zkpy.member.workers import WorkerHub
 from zkpy.runtime.workers import WorkerPool
 from zkpy.server.core import ServerCore
 from zkpy.server.leader import LeaderServerCore

@@ -128,7 +128,7 @@ class WorkerPool:
         assert self.loop is not None
         try:
             code = await asyncio.wait_for(self.loop.run_in_executor(None, proc.wait), STOP_WAIT_S)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             proc.kill()
             code = await self.loop.run_in_executor(None, proc.wait)
         if self.closing:
@@ -148,6 +148,6 @@ class WorkerPool:
             assert self.loop is not None
             try:
                 await asyncio.wait_for(self.loop.run_in_executor(None, proc.wait), STOP_WAIT_S)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 proc.kill()
                 await self.loop.run_in_executor(None, proc.wait)
