@@ -138,8 +138,16 @@ class Worker(ServesClients):
         log.info("worker %d: replica at zxid 0x%x, %d znodes: serving %s:%d", self.hello.index,
                  tree.last_processed_zxid, tree.node_count(), self.config.client_port_address,
                  self.config.client_port)
-        self.loop.create_task(self.clients.listen())
+        self.loop.create_task(self._listen())
         self._tick()
+
+    async def _listen(self) -> None:
+        try:
+            await self.clients.listen()
+        except OSError as exc:  # the member restarts this worker after a delay
+            log.error("worker %d: cannot listen on %s:%d: %s", self.hello.index, self.config.client_port_address,
+                      self.config.client_port, exc)
+            self.stopped.set()
 
     def link_lost(self) -> None:
         log.info("worker %d: the member closed the link: stopping", self.hello.index)
