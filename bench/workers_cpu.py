@@ -18,7 +18,7 @@ import time
 from zkpy.testing.servers import ServerProcess
 
 from .launch import start
-from .workload import READ, ThroughputSpec, Target, _cpu_s, prepare, run
+from .workload import Target, ThroughputSpec, _cpu_s, prepare, run
 
 
 def _children(pid: int) -> list[int]:
