@@ -1,0 +1,176 @@
+"""The member-worker link (``member.workers``) driven without processes: a standalone member's
+pipeline and a worker's, joined by the hub and the feed with bytes, and a fake clock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zkpy.config import ServerConfig
+from zkpy.member.workers import WorkerFeed, WorkerHub
+from zkpy.server.connection import Connection
+from zkpy.server.core import ServerCore
+from zkpy.server.leader import LeaderServerCore
+from zkpy.server.learner import LearnerServerCore
+from zkpy.server.outputs import Propose
+from zkpy.server.sessions import SessionTracker
+from zkpy.wire.consts import CreateMode, OpCode
+from zkpy.wire.jute import INT
+from zkpy.wire.proto import (
+    ACL,
+    ConnectRequest,
+    ConnectResponse,
+    CreateRequest,
+    GetDataRequest,
+    GetDataResponse,
+    Id,
+    ReplyHeader,
+    RequestHeader,
+    SetDataRequest,
+    SyncRequest,
+)
+
+OPEN = [ACL(31, Id("world", "anyone"))]
+WALL = 1_700_000_000_000
+TICK = 100
+
+
+class Pair:
+    """A member and one worker (index 1 of 2); ``durable`` says whether the member's txns are
+    persisted (applied) at once when ``pump`` runs, or held until ``persist``."""
+
+    def __init__(self) -> None:
+        config = ServerConfig(tick_ms=TICK, min_session_timeout_ms=400, max_session_timeout_ms=4000)
+        self.now = 0
+        self.member = LeaderServerCore(config, 0, WALL)
+        self.member.sessions.partition(0, 2)
+        self.hub = WorkerHub(self.member)
+        self.feed = WorkerFeed()
+        self.hub.attach(1)
+        self.unpersisted = 0
+        self.durable = True
+        for link, data in self.hub.take():
+            assert link == 1 and self.feed.receive(data)
+        assert self.feed.tree is not None
+        self.worker = LearnerServerCore(config, 0, WALL, tree=self.feed.tree)
+        self.worker.sessions.partition(1, 2)
+        self.feed.pipeline = self.worker
+        self.ids = 0
+
+    def persist(self) -> None:
+        self.member.apply_persisted(self.unpersisted)
+        self.hub.applied(self.unpersisted)
+        self.unpersisted = 0
+        self.pump()
+
+    def pump(self) -> None:
+        for _ in range(20):
+            txns = [(o.hdr, o.txn) for o in self.member.ready() if isinstance(o, Propose)]
+            self.hub.proposed(txns)
+            self.unpersisted += len(txns)
+            if self.durable and self.unpersisted:
+                self.member.apply_persisted(self.unpersisted)
+                self.hub.applied(self.unpersisted)
+                self.unpersisted = 0
+            moved = False
+            for _link, data in self.hub.take():
+                self.feed.receive(data)
+                moved = True
+            self.feed.outputs(self.worker.ready())
+            self.feed.touches()
+            out = self.feed.take()
+            if out:
+                self.hub.receive(1, out)
+                moved = True
+            if not moved and not txns:
+                return
+        raise AssertionError("the link does not settle")
+
+    def connect(self, core: ServerCore, timeout: int = 1000) -> tuple[Connection, int]:
+        self.ids += 1
+        conn = core.open(self.ids, "127.0.0.1", 40000 + self.ids)
+        payload = ConnectRequest(0, 0, timeout, 0, bytes(16)).to_bytes() + b"\x00"
+        core.receive(conn, INT.pack(len(payload)) + payload)
+        self.pump()
+        frames = [f[4:] for f in conn.take_output()]
+        return conn, ConnectResponse.from_bytes(frames[0]).sessionId
+
+    def send(self, core: ServerCore, conn: Connection, xid: int, op: int, record: Any = None) -> None:
+        payload = RequestHeader(xid, op).to_bytes() + (record.to_bytes() if record is not None else b"")
+        core.receive(conn, INT.pack(len(payload)) + payload)
+
+    def advance(self, ms: int) -> None:
+        self.now += ms
+        for core in (self.member, self.worker):
+            core.set_time(self.now, WALL + self.now)
+            core.tick()
+        self.pump()
+
+
+def frames(conn: Connection) -> list[tuple[int, int, bytes]]:
+    out = []
+    for f in conn.take_output():
+        hdr, pos = ReplyHeader.read(f[4:], 0)
+        out.append((hdr.xid, hdr.err, f[4 + pos:]))
+    return out
+
+
+def test_session_ids_of_the_processes_never_meet() -> None:
+    trackers = [SessionTracker(TICK, 0, 5) for _ in range(3)]
+    for index, t in enumerate(trackers):
+        t.partition(index, 3)
+    ids = [[t.new_session_id() for _ in range(50)] for t in trackers]
+    for index, chosen in enumerate(ids):
+        assert {(i & 0xFFFFFFFFFFFFFFFF) % 3 for i in chosen} == {index}
+    assert len({i for chosen in ids for i in chosen}) == 150
+
+
+def test_a_write_forwarded_by_a_worker_is_answered_in_order_before_the_sessions_read() -> None:
+    pair = Pair()
+    conn, sid = pair.connect(pair.worker)
+    assert sid and (sid & 0xFFFFFFFFFFFFFFFF) % 2 == 1  # created by the worker, through the member
+    assert sid in pair.member.sessions.sessions
+    pair.send(pair.worker, conn, 1, OpCode.CREATE, CreateRequest("/a", b"1", OPEN, 0))
+    pair.send(pair.worker, conn, 2, OpCode.GET_DATA, GetDataRequest("/a", False))
+    pair.send(pair.worker, conn, 3, OpCode.SET_DATA, SetDataRequest("/a", b"2", -1))
+    pair.send(pair.worker, conn, 4, OpCode.GET_DATA, GetDataRequest("/a", False))
+    pair.pump()
+    got = frames(conn)
+    assert [(x, e) for x, e, _ in got] == [(1, 0), (2, 0), (3, 0), (4, 0)]
+    assert GetDataResponse.from_bytes(got[1][2]).data == b"1"
+    assert GetDataResponse.from_bytes(got[3][2]).data == b"2"
+    member_node, worker_node = pair.member.tree.get("/a"), pair.worker.tree.get("/a")
+    assert member_node is not None and worker_node is not None and member_node.data == worker_node.data == b"2"
+    assert pair.member.tree.digest == pair.worker.tree.digest
+
+
+def test_a_workers_sync_waits_for_the_txns_the_member_proposed_before_it() -> None:
+    pair = Pair()
+    writer, _ = pair.connect(pair.member)
+    reader, _ = pair.connect(pair.worker)
+    pair.send(pair.member, writer, 1, OpCode.CREATE, CreateRequest("/s", b"x", OPEN, 0))
+    pair.durable = False
+    pair.pump()  # proposed, not yet on disk
+    pair.send(pair.worker, reader, 1, OpCode.SYNC, SyncRequest("/s"))
+    pair.send(pair.worker, reader, 2, OpCode.GET_DATA, GetDataRequest("/s", False))
+    pair.pump()
+    assert frames(reader) == []  # the sync waits for the create the member proposed first
+    pair.persist()
+    got = frames(reader)
+    assert [(x, e) for x, e, _ in got] == [(1, 0), (2, 0)]
+    assert GetDataResponse.from_bytes(got[1][2]).data == b"x"
+
+
+def test_a_workers_pings_keep_its_session_and_the_members_expiry_closes_it_there() -> None:
+    pair = Pair()
+    conn, sid = pair.connect(pair.worker, timeout=400)
+    pair.send(pair.worker, conn, 1, OpCode.CREATE, CreateRequest("/e", b"", OPEN, int(CreateMode.EPHEMERAL)))
+    pair.pump()
+    assert frames(conn)[0][:2] == (1, 0)
+    for _ in range(20):  # 2 s of pings, 5 timeouts
+        pair.send(pair.worker, conn, -2, OpCode.PING)
+        pair.advance(100)
+    assert sid in pair.member.sessions.sessions and pair.worker.tree.get("/e") is not None
+    for _ in range(10):  # silence: the member expires it; the worker applies the closeSession
+        pair.advance(100)
+    assert sid not in pair.member.sessions.sessions
+    assert pair.worker.tree.get("/e") is None and conn.closing
