@@ -70,7 +70,7 @@ def main() -> None:
         settings = {"serverWorkers": str(n), "forceSync": "no"} if kind == "zkpy" else {"forceSync": "no"}
         server = start(kind, settings)
         try:
-            time.sleep(2.0)  # the workers load their replicas and listen
+            time.sleep(1.0)  # (start_zkpy waited for every worker to listen)
             rate, cores, us, gen = _measure(server, spec)
         finally:
             server.cleanup()

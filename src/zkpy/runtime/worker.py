@@ -135,9 +135,8 @@ class Worker(ServesClients):
         pipeline = LearnerServerCore(self.config, now_ms(), wall_ms(), log=log.info, tree=tree)
         pipeline.sessions.partition(self.hello.index, self.hello.count)
         self.pipeline = self.feed.pipeline = self.clients.core = pipeline
-        log.info("worker %d: replica at zxid 0x%x, %d znodes: serving %s:%d", self.hello.index,
-                 tree.last_processed_zxid, tree.node_count(), self.config.client_port_address,
-                 self.config.client_port)
+        log.info("worker %d: replica at zxid 0x%x, %d znodes", self.hello.index, tree.last_processed_zxid,
+                 tree.node_count())
         self.loop.create_task(self._listen())
         self._tick()
 
@@ -148,6 +147,8 @@ class Worker(ServesClients):
             log.error("worker %d: cannot listen on %s:%d: %s", self.hello.index, self.config.client_port_address,
                       self.config.client_port, exc)
             self.stopped.set()
+            return
+        log.info("worker %d: serving %s:%d", self.hello.index, self.config.client_port_address, self.port)
 
     def link_lost(self) -> None:
         log.info("worker %d: the member closed the link: stopping", self.hello.index)

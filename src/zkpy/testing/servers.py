@@ -178,7 +178,21 @@ def start_zkpy(settings: Mapping[str, str | None] | None = None, ready_s: float 
     server = ServerProcess("zkpy", port, proc, workdir, log_path)
     if wait:
         _wait_ready(server, ready_s)
+        workers = settings.get("serverWorkers")
+        if workers is not None and workers.isdigit() and int(workers) > 1:
+            _wait_workers(server, int(workers), ready_s)
     return server
+
+
+def _wait_workers(server: ServerProcess, count: int, deadline_s: float) -> None:
+    """Wait until each worker of a server with ``serverWorkers`` = ``count`` listens (it logs so)."""
+    deadline = time.monotonic() + deadline_s
+    while not all(f"worker {k}: serving " in (text := server.log()) for k in range(1, count)):
+        if server.proc.poll() is not None or time.monotonic() > deadline:
+            server.cleanup()
+            raise RuntimeError(f"zkpy server's {count - 1} workers did not all listen within {deadline_s}s:\n"
+                               f"{text[-4000:]}")
+        time.sleep(0.05)
 
 
 def start_apache(settings: Mapping[str, str | None] | None = None, ready_s: float = 60.0,
