@@ -435,6 +435,8 @@ def _envi(server: ServerView, conn: Connection | None) -> str:
         ("user.home", os.path.expanduser("~")),
         ("user.dir", os.getcwd()),
     ]
+    if server.config.server_workers > 1:  # which of the serving processes answered (the member logs their pids)
+        entries += [("zkpy.serverWorkers", str(server.config.server_workers)), ("process.id", str(os.getpid()))]
     return "Environment:\n" + "".join(f"{key}={value}\n" for key, value in entries)
 
 
