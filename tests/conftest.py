@@ -35,6 +35,14 @@ def zkpy_server() -> Iterator[ServerProcess]:
 
 
 @pytest.fixture(scope="session")
+def zkpy_workers_server() -> Iterator[ServerProcess]:
+    """A zkpy server serving its port from 3 processes (serverWorkers): the member and 2 workers."""
+    server = start_zkpy({"serverWorkers": "3"})
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture(scope="session")
 def apache_server() -> Iterator[ServerProcess]:
     require_apache()
     server = start_apache()

@@ -26,14 +26,6 @@ from zkpy.wire.proto import (
 OPEN = [ACL(31, Id("world", "anyone"))]
 
 
-@pytest.fixture(scope="module")
-def zkpy_workers_server() -> Iterator[ServerProcess]:
-    """A zkpy server serving its port from 3 processes (serverWorkers): the member and 2 workers."""
-    server = start_zkpy({"serverWorkers": "3"})
-    yield server
-    server.cleanup()
-
-
 @pytest.fixture(params=["zkpy", "zkpy_workers", "apache"])
 def any_server(request: pytest.FixtureRequest) -> ServerProcess:
     """The same test against zkpy with one serving process and with three, and against Apache ZooKeeper."""

@@ -31,6 +31,16 @@ from zkpy.testing.servers import ServerProcess
 DEADLINE = 10.0
 
 
+@pytest.fixture(params=["zkpy", "zkpy_workers", "apache"])
+def any_server(request: pytest.FixtureRequest) -> ServerProcess:
+    """zkpy with one serving process and with three (serverWorkers=3), and Apache ZooKeeper."""
+    if request.param == "apache":
+        from tests.conftest import require_apache
+
+        require_apache()
+    return request.getfixturevalue(f"{request.param}_server")  # type: ignore[no-any-return]
+
+
 @pytest.fixture
 def zk(any_server: ServerProcess) -> Iterator[KazooClient]:
     client = KazooClient(hosts=any_server.hosts, timeout=10)
