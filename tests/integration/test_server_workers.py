@@ -176,7 +176,10 @@ def test_watch_event_precedes_the_read_that_shows_a_change_made_through_another_
         writer.close()
 
 
-def test_sync_makes_a_read_on_one_process_see_a_write_acknowledged_by_another(procs: Processes) -> None:
+@pytest.mark.parametrize("sync", [True, False], ids=["after-sync", "without-sync"])
+def test_a_read_on_one_process_sees_a_write_acknowledged_by_another(procs: Processes, sync: bool) -> None:
+    """With sync, as on any ZooKeeper server; without, as on one standalone server: a worker's
+    read waits for what the member had applied when it arrived."""
     path = _path("sync")
     writer = procs.raw_on(0)
     reader = procs.raw_on(procs.count - 1)
@@ -191,7 +194,8 @@ def test_sync_makes_a_read_on_one_process_see_a_write_acknowledged_by_another(pr
                 os.kill(stopped, signal.SIGSTOP)
             try:
                 assert writer.call(OpCode.SET_DATA, SetDataRequest(path, value, -1)).header.err == 0
-                reader.send(OpCode.SYNC, SyncRequest(path))
+                if sync:
+                    reader.send(OpCode.SYNC, SyncRequest(path))
                 read = reader.send(OpCode.GET_DATA, GetDataRequest(path, False))
                 time.sleep(0.002 if stopped is not None and i % 4 == 0 else 0)  # both reach its sockets
             finally:

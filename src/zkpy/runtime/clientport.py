@@ -129,6 +129,8 @@ class ClientProtocol(asyncio.Protocol):
                 self._idle_data(data)
             return
         core.set_time(now_ms(), wall_ms())
+        if self.port.before_input is not None:
+            self.port.before_input()
         debug = log.isEnabledFor(logging.DEBUG)
         session_before = conn.session_id if debug else 0
         word = core.receive(conn, data)
@@ -169,6 +171,8 @@ class ClientProtocol(asyncio.Protocol):
         if conn is None or core is None:
             return
         core.set_time(now_ms(), wall_ms())
+        if self.port.before_input is not None:
+            self.port.before_input()
         core.resume(conn)
         self.port.on_input()
         self._regulate()
@@ -335,12 +339,14 @@ class ClientPort:
     for the owner to flush (once per loop turn); ``view`` is what four-letter words read.
     ``reuse_port``: the listeners set SO_REUSEPORT, so the processes of one server
     (``serverWorkers``, ``runtime.workers``) listen on the same ports and the kernel spreads
-    new connections over them."""
+    new connections over them; ``before_input`` is called before the core takes a client's input
+    (a worker reads the member's applied zxid there: ``ServerCore.read_barrier``)."""
 
     def __init__(self, config: ServerConfig, view: ServerView, on_input: Callable[[], None],
                  reuse_port: bool = False) -> None:
         self.config = config
         self.reuse_port = reuse_port
+        self.before_input: Callable[[], None] | None = None  # called before the core takes client input
         self.view = view
         self.on_input = on_input
         self.core: ServerCore | None = None

@@ -169,7 +169,8 @@ class ZkServer(ServesClients):
             return
         self.core.set_time(now_ms(), wall_ms())
         self.core.apply_persisted(count)
-        if self.hub is not None:
+        if self.hub is not None and self.workers is not None:
+            self.workers.applied_up_to(self.core.tree.last_processed_zxid)  # before any reply about them
             self.hub.applied(count)
         self.flush()
 

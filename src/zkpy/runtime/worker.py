@@ -1,6 +1,9 @@
-"""A worker process of a server with ``serverWorkers`` > 1: ``python -m zkpy.runtime.worker FD``.
+"""A worker process of a server with ``serverWorkers`` > 1: ``python -m zkpy.runtime.worker FD ZXID_FD``.
 
-``FD`` is this process's end of its link to the member (a Unix socket pair, ``runtime.workers``).
+``FD`` is this process's end of its link to the member (a Unix socket pair, ``runtime.workers``);
+``ZXID_FD`` is a shared 8-byte map (`SharedZxid`) where the member writes the zxid it applied
+before it answers anyone: a read waits until this worker applied what it said when the read
+arrived (``ServerCore.read_barrier``), so it sees every write any process acknowledged before.
 The member writes a hello first (a 4-byte length, then a pickled `Hello`: the server's config
 with the client ports it bound, this worker's index and the process count, the log level);
 then the link carries ``member.workers`` packets: the replica (SNAP), then committed txns.
@@ -19,10 +22,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import mmap
+import os
 import pickle
 import signal
 import socket
+import struct
 import sys
+import tempfile
 import time
 
 from zkpy.admin.fourletter import DEFAULT_TRACE_MASK
@@ -33,6 +40,37 @@ from zkpy.server.learner import LearnerServerCore
 from zkpy.server.outputs import Output
 
 log = logging.getLogger("zkpy.worker")
+_ZXID = struct.Struct(">q")
+
+
+class SharedZxid:
+    """8 bytes of memory shared by a server's processes (an unlinked file each maps): the zxid
+    the member has applied. Written by the member only; read twice until two reads agree, so a
+    read never takes a value torn by a write in progress."""
+
+    def __init__(self, fd: int, writable: bool) -> None:
+        self.fd = fd
+        self.map = mmap.mmap(fd, _ZXID.size, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ)
+
+    @classmethod
+    def create(cls) -> SharedZxid:
+        if hasattr(os, "memfd_create"):
+            fd = os.memfd_create("zkpy-applied-zxid")
+        else:
+            with tempfile.TemporaryFile() as f:
+                fd = os.dup(f.fileno())
+        os.ftruncate(fd, _ZXID.size)
+        return cls(fd, writable=True)
+
+    def set(self, zxid: int) -> None:
+        _ZXID.pack_into(self.map, 0, zxid)
+
+    def get(self) -> int:
+        while True:
+            (first,) = _ZXID.unpack_from(self.map, 0)
+            (second,) = _ZXID.unpack_from(self.map, 0)
+            if first == second:
+                return int(first)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -83,9 +121,10 @@ class Worker(ServesClients):
     mode = "standalone"
     leader_id = -1
 
-    def __init__(self, hello: Hello) -> None:
+    def __init__(self, hello: Hello, applied: SharedZxid) -> None:
         self.config = hello.config
         self.hello = hello
+        self.applied = applied
         self.feed = WorkerFeed()
         self.pipeline: LearnerServerCore | None = None
         self.clients = ClientPort(self.config, self, self.schedule_flush, reuse_port=True)
@@ -135,6 +174,7 @@ class Worker(ServesClients):
         pipeline = LearnerServerCore(self.config, now_ms(), wall_ms(), log=log.info, tree=tree)
         pipeline.sessions.partition(self.hello.index, self.hello.count)
         self.pipeline = self.feed.pipeline = self.clients.core = pipeline
+        self.clients.before_input = self._read_barrier
         log.info("worker %d: replica at zxid 0x%x, %d znodes", self.hello.index, tree.last_processed_zxid,
                  tree.node_count())
         self.loop.create_task(self._listen())
@@ -149,6 +189,14 @@ class Worker(ServesClients):
             self.stopped.set()
             return
         log.info("worker %d: serving %s:%d", self.hello.index, self.config.client_port_address, self.port)
+
+    def _read_barrier(self) -> None:
+        """Client input arrives: its reads wait for what the member has applied by now."""
+        pipeline = self.pipeline
+        if pipeline is not None:
+            barrier = self.applied.get()
+            if barrier > pipeline.read_barrier:
+                pipeline.read_barrier = barrier
 
     def link_lost(self) -> None:
         log.info("worker %d: the member closed the link: stopping", self.hello.index)
@@ -184,6 +232,7 @@ class Worker(ServesClients):
 
 def main(argv: list[str]) -> None:
     sock = socket.socket(fileno=int(argv[1]))
+    applied = SharedZxid(int(argv[2]), writable=False)
     sock.setblocking(True)
     hello = read_hello(sock)
     sock.setblocking(False)
@@ -192,7 +241,7 @@ def main(argv: list[str]) -> None:
     t0 = time.monotonic()
 
     async def runner() -> None:
-        await Worker(hello).run(sock)
+        await Worker(hello, applied).run(sock)
 
     try:
         import uvloop

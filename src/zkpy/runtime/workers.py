@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 import socket
 import subprocess
 import sys
@@ -27,7 +28,7 @@ from collections.abc import Callable
 
 from zkpy.config import ServerConfig
 from zkpy.member.workers import WorkerHub
-from zkpy.runtime.worker import Hello, encode_hello
+from zkpy.runtime.worker import Hello, SharedZxid, encode_hello
 
 log = logging.getLogger("zkpy.server")
 
@@ -73,6 +74,8 @@ class WorkerPool:
         self.links: dict[int, _Link] = {}
         self.closing = False
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.applied = SharedZxid.create()
+        self.applied.set(hub.server.tree.last_processed_zxid)
 
     def start(self, port: int, secure_port: int | None) -> None:
         """Start the workers, listening on the ports the member bound."""
@@ -90,8 +93,9 @@ class WorkerPool:
         assert self.loop is not None
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            proc = subprocess.Popen([sys.executable, "-m", "zkpy.runtime.worker", str(theirs.fileno())],
-                                    pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
+            proc = subprocess.Popen([sys.executable, "-m", "zkpy.runtime.worker", str(theirs.fileno()),
+                                     str(self.applied.fd)], pass_fds=[theirs.fileno(), self.applied.fd],
+                                    stdin=subprocess.DEVNULL)
         finally:
             theirs.close()
         self.procs[index] = proc
@@ -101,6 +105,11 @@ class WorkerPool:
         link = _Link(self, index)
         self.links[index] = link
         self.loop.create_task(self.loop.create_unix_connection(lambda: link, sock=mine))
+
+    def applied_up_to(self, zxid: int) -> None:
+        """The member applied up to ``zxid``: said before any reply or txn about it leaves, so
+        that a read on any worker after it waits for it (``runtime.worker.SharedZxid``)."""
+        self.applied.set(zxid)
 
     def send(self, outputs: list[tuple[int, bytes]]) -> None:
         for index, data in outputs:
@@ -151,3 +160,5 @@ class WorkerPool:
             except TimeoutError:
                 proc.kill()
                 await self.loop.run_in_executor(None, proc.wait)
+        self.applied.map.close()
+        os.close(self.applied.fd)

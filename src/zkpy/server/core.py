@@ -203,6 +203,10 @@ class ServerCore:
         self.next_zxid = next_zxid if next_zxid is not None else self.tree.last_processed_zxid + 1
         self._dirty: dict[Connection, None] = {}  # connections with output, in the order they got it
         self._syncing: set[int] = set()  # sessions whose queue waits on a sync
+        # a worker of a server with serverWorkers (member.workers): the zxid the member had
+        # applied when the input now processed arrived; a read waits until it is applied here,
+        # so that it sees every write acknowledged by any of the server's processes before it
+        self.read_barrier = 0
         self.last_container_check = now_ms
         self.stats = ServerStats()
         self.metrics = ServerMetrics()  # ZooKeeper's ServerMetrics: mntr and the Prometheus endpoint read them
@@ -451,7 +455,11 @@ class ServerCore:
         if op == OpCode.SYNC:
             self._sync(read)
             return
-        if sid in self.queues:
+        if self.read_barrier > self.tree.last_processed_zxid:
+            read.after_zxid = self.read_barrier
+            self._syncing.add(sid)
+            self._queue(read)
+        elif sid in self.queues:
             self._queue(read)
         else:
             self._run_read(read)

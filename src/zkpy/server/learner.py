@@ -140,6 +140,7 @@ class LearnerServerCore(ServerCore):
                 owner = self.session_conn.pop(session, None)
                 if owner is not None:
                     self._close(owner, "session expired")
+            self._drain_barrier()
             return
         assert queue is not None
         queue.popleft()
@@ -159,6 +160,13 @@ class LearnerServerCore(ServerCore):
                 error = head.error
             self._reply_write(conn, Proposal(hdr, txn, conn, head.xid, head.op, error, head.received_ms), rc)
         self._drain_queue(session)
+        self._drain_barrier()
+
+    def _drain_barrier(self) -> None:
+        """Reads held by ``read_barrier`` (a server's worker) run once their zxid is applied."""
+        if self._syncing:
+            for waiting in list(self._syncing):
+                self._drain_queue(waiting)
 
     def take_touches(self) -> list[tuple[int, int]]:
         """The sessions seen since the last PING reply, with their timeouts."""

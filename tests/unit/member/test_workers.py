@@ -174,3 +174,21 @@ def test_a_workers_pings_keep_its_session_and_the_members_expiry_closes_it_there
         pair.advance(100)
     assert sid not in pair.member.sessions.sessions
     assert pair.worker.tree.get("/e") is None and conn.closing
+
+
+def test_a_workers_read_waits_for_the_zxid_the_member_had_applied_when_it_arrived() -> None:
+    pair = Pair()
+    writer, _ = pair.connect(pair.member)
+    reader, _ = pair.connect(pair.worker)
+    pair.send(pair.member, writer, 1, OpCode.CREATE, CreateRequest("/b", b"y", OPEN, 0))
+    txns = [(o.hdr, o.txn) for o in pair.member.ready() if isinstance(o, Propose)]
+    pair.hub.proposed(txns)
+    pair.member.apply_persisted(len(txns))  # applied and acknowledged on the member ...
+    assert frames(writer)[0][:2] == (1, 0)
+    pair.worker.read_barrier = pair.member.tree.last_processed_zxid  # ... which the shell tells the worker
+    pair.send(pair.worker, reader, 1, OpCode.GET_DATA, GetDataRequest("/b", False))
+    assert frames(reader) == []  # the txn is still on its way to the worker
+    pair.hub.applied(len(txns))
+    pair.pump()
+    got = frames(reader)
+    assert got[0][:2] == (1, 0) and GetDataResponse.from_bytes(got[0][2]).data == b"y"
