@@ -5,7 +5,8 @@ link (no port, no path: only the two processes hold it). The member writes the h
 (``runtime.worker.Hello``) on it first, then the link carries ``member.workers`` packets: when
 the link is connected the hub sends the tree as it is at that turn of the loop (SNAP), then
 every txn the member applies after it. A worker that dies is started again after
-``RESTART_DELAY_S``; its clients reconnect (to any process) and keep their sessions, as after
+``RESTART_DELAY_S`` (doubled, up to ``MAX_RESTART_DELAY_S``, while it keeps dying within
+``STABLE_S`` of its start); its clients reconnect (to any process) and keep their sessions, as after
 any server move. Closing the pool closes the links; the workers exit when theirs closes (also
 when the member is killed: the kernel closes its end), and are killed if they have not within
 ``STOP_WAIT_S``.
@@ -33,6 +34,8 @@ from zkpy.runtime.worker import Hello, SharedZxid, encode_hello
 log = logging.getLogger("zkpy.server")
 
 RESTART_DELAY_S = 1.0
+MAX_RESTART_DELAY_S = 60.0
+STABLE_S = 10.0  # a worker that ran this long before it died is started again after RESTART_DELAY_S
 STOP_WAIT_S = 5.0
 STALL_LIMIT_BYTES = 256 << 20
 
@@ -72,6 +75,8 @@ class WorkerPool:
         self.on_input = on_input
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self.links: dict[int, _Link] = {}
+        self.started: dict[int, float] = {}  # index -> when its current process started (loop time)
+        self.delays: dict[int, float] = {}  # index -> the delay before its next start
         self.closing = False
         self.loop: asyncio.AbstractEventLoop | None = None
         self.applied = SharedZxid.create()
@@ -99,6 +104,7 @@ class WorkerPool:
         finally:
             theirs.close()
         self.procs[index] = proc
+        self.started[index] = self.loop.time()
         log.info("worker %d started: pid %d", index, proc.pid)
         mine.sendall(encode_hello(Hello(self._config, index, self.count, logging.getLogger().getEffectiveLevel())))
         mine.setblocking(False)
@@ -142,9 +148,13 @@ class WorkerPool:
             code = await self.loop.run_in_executor(None, proc.wait)
         if self.closing:
             return
-        log.warning("worker %d (pid %d) exited with %s: starting it again in %.0fs", index, proc.pid, code,
-                    RESTART_DELAY_S)
-        self.loop.call_later(RESTART_DELAY_S, self._spawn, index)
+        lived = self.loop.time() - self.started.get(index, 0.0)
+        delay = RESTART_DELAY_S if lived >= STABLE_S else min(MAX_RESTART_DELAY_S,
+                                                              2 * self.delays.get(index, RESTART_DELAY_S / 2))
+        self.delays[index] = delay
+        log.warning("worker %d (pid %d) exited with %s after %.1fs: starting it again in %.0fs", index, proc.pid,
+                    code, lived, delay)
+        self.loop.call_later(delay, self._spawn, index)
 
     async def close(self) -> None:
         self.closing = True
