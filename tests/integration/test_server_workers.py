@@ -21,10 +21,11 @@ from kazoo.client import KazooClient
 from zkpy.errors import Code
 from zkpy.testing.rawclient import RawClient
 from zkpy.testing.servers import ServerProcess, four_letter, start_zkpy
-from zkpy.wire.consts import EventType, OpCode
+from zkpy.wire.consts import CreateMode, EventType, OpCode
 from zkpy.wire.proto import (
     ACL,
     CreateRequest,
+    CreateResponse,
     ExistsRequest,
     GetDataRequest,
     GetDataResponse,
@@ -345,3 +346,32 @@ def test_kazoo_keeps_its_session_when_a_worker_dies_and_workers_die_with_the_mem
             zk.stop()
             zk.close()
         server.cleanup()
+
+
+def test_writes_through_every_process_are_totally_ordered(procs: Processes) -> None:
+    """Compare-and-set increments and sequential creates from sessions on every process: no
+    update is lost and no sequence number is given twice (linearizable writes, guarantee 1 and 4)."""
+    root = _path("cas")
+    clients = [procs.raw_on(k % procs.count) for k in range(6)]
+    try:
+        assert clients[0].call(OpCode.CREATE, CreateRequest(root, b"0", OPEN, 0)).header.err == 0
+        names: list[str] = []
+        done = 0
+        while done < 60:
+            for c in clients:  # each reads (after a sync) and writes with the version it read
+                c.call(OpCode.SYNC, SyncRequest(root))
+                got = c.call(OpCode.GET_DATA, GetDataRequest(root, False))
+                stat_version = GetDataResponse.from_bytes(got.body).stat.version
+                value = int(GetDataResponse.from_bytes(got.body).data or b"0")
+                reply = c.call(OpCode.SET_DATA, SetDataRequest(root, str(value + 1).encode(), stat_version))
+                assert reply.header.err in (0, Code.BADVERSION)
+                done += reply.header.err == 0
+                made = c.call(OpCode.CREATE, CreateRequest(f"{root}/s-", b"", OPEN, int(CreateMode.PERSISTENT_SEQUENTIAL)))
+                assert made.header.err == 0
+                names.append(CreateResponse.from_bytes(made.body).path)
+        final = clients[-1].call(OpCode.GET_DATA, GetDataRequest(root, False))
+        assert int(GetDataResponse.from_bytes(final.body).data or b"0") == done  # no increment lost
+        assert len(set(names)) == len(names)  # no suffix twice
+    finally:
+        for c in clients:
+            c.close()

@@ -30,20 +30,20 @@ import struct
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from zkpy.errors import ProtocolError
 from zkpy.server.leader import LeaderServerCore
 from zkpy.server.learner import LearnerServerCore
 from zkpy.server.outputs import Forward, Revalidate, ServerOutput
 from zkpy.storage.snapshot import parse_snapshot_stream, snapshot_stream
-from zkpy.storage.txnlog import decode_payload, encode_payload
+from zkpy.storage.txnlog import decode_payload
 from zkpy.tree.datatree import DataTree
 from zkpy.wire.consts import OpCode
 from zkpy.wire.quorum import PacketType, QuorumPacket, QuorumPacketReader
-from zkpy.wire.txn import TxnHeader
 
 LINK_MAX_BUFFER = (1 << 31) - 1  # a link is between processes of one server: a SNAP may be large
+_PACKET_HEAD = struct.Struct(">iqi")  # a QuorumPacket's type, zxid and data length
+_NO_AUTH = b"\xff\xff\xff\xff"  # ... and its authinfo: null
 _REQUEST_HEAD = struct.Struct(">qii")  # session, cxid, type (Zab's REQUEST)
 _REVALIDATE_REQ = struct.Struct(">qi")  # session, timeout
 _REVALIDATE_REP = struct.Struct(">q?")  # session, valid
@@ -54,13 +54,29 @@ class LinkError(ProtocolError):
     """The other end of a worker link sent something it never sends: the link is closed."""
 
 
+class _LinkReader(QuorumPacketReader):
+    """A QuorumPacketReader that reads a packet without authinfo (every INFORM) by its lengths
+    alone, and any other the general way."""
+
+    def next(self) -> QuorumPacket | None:
+        buf, pos = self.buf, self.pos
+        if len(buf) - pos >= _PACKET_HEAD.size:
+            type_, zxid, n = _PACKET_HEAD.unpack_from(buf, pos)
+            end = pos + _PACKET_HEAD.size + n
+            if 0 <= n and len(buf) >= end + 4 and buf[end:end + 4] == _NO_AUTH:
+                self.pos = end + 4
+                return QuorumPacket(type_, zxid, bytes(buf[end - n:end]), None)
+        return super().next()
+
+
 def _packet(type_: int, zxid: int, data: bytes) -> bytes:
-    return QuorumPacket(type_, zxid, data, None).to_bytes()
+    """A QuorumPacket without authinfo, as ``QuorumPacket(...).to_bytes()`` writes it."""
+    return _PACKET_HEAD.pack(type_, zxid, len(data)) + data + _NO_AUTH
 
 
 @dataclass(slots=True)
 class _Link:
-    reader: QuorumPacketReader = field(default_factory=lambda: QuorumPacketReader(LINK_MAX_BUFFER))
+    reader: _LinkReader = field(default_factory=lambda: _LinkReader(LINK_MAX_BUFFER))
     out: list[bytes] = field(default_factory=list)
     syncs: deque[int] = field(default_factory=deque)  # zxids its pending syncs wait for, in order
 
@@ -72,7 +88,7 @@ class WorkerHub:
     def __init__(self, server: LeaderServerCore) -> None:
         self.server = server
         self._links: dict[int, _Link] = {}
-        self._proposed: deque[tuple[TxnHeader, Any]] = deque()  # proposed, not applied, in zxid order
+        self._proposed: deque[tuple[int, bytes]] = deque()  # (zxid, payload) proposed, not applied, in order
 
     def attach(self, link: int) -> None:
         """A worker's link opened: it is sent the tree as it is now, then every txn applied after."""
@@ -87,17 +103,19 @@ class WorkerHub:
     def links(self) -> int:
         return len(self._links)
 
-    def proposed(self, outputs: Iterable[tuple[TxnHeader, Any]]) -> None:
-        """The pipeline handed these txns over (its `Propose` outputs), in zxid order."""
-        self._proposed.extend(outputs)
+    def proposed(self, zxids: Iterable[int], payloads: Iterable[bytes]) -> None:
+        """The pipeline handed these txns over (its `Propose` outputs, serialized once for the log
+        and the link: ``storage.txnlog.encode_payload``), in zxid order."""
+        self._proposed.extend(zip(zxids, payloads, strict=True))
 
     def applied(self, count: int) -> None:
         """The pipeline applied its oldest ``count`` proposed txns: send them to every worker."""
         packets = []
+        proposed, links = self._proposed, self._links
         for _ in range(count):
-            hdr, txn = self._proposed.popleft()
-            if self._links:
-                packets.append(_packet(PacketType.INFORM, hdr.zxid, encode_payload(hdr, txn)))
+            zxid, payload = proposed.popleft()
+            if links:
+                packets.append(_PACKET_HEAD.pack(PacketType.INFORM, zxid, len(payload)) + payload + _NO_AUTH)
         if packets:
             for state in self._links.values():
                 state.out.extend(packets)
@@ -153,7 +171,7 @@ class WorkerFeed:
     ``pipeline`` is set by the shell; packets then drive it, and its outputs become packets."""
 
     def __init__(self) -> None:
-        self.reader = QuorumPacketReader(LINK_MAX_BUFFER)
+        self.reader = _LinkReader(LINK_MAX_BUFFER)
         self.tree: DataTree | None = None
         self.pipeline: LearnerServerCore | None = None
         self._out: list[bytes] = []

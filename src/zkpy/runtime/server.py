@@ -35,6 +35,7 @@ from zkpy.server.outputs import Output, Propose
 from zkpy.storage.disk import Disk, FaultPlan
 from zkpy.storage.files import DataDirs, purge
 from zkpy.storage.recovery import Progress, Recovered, recover
+from zkpy.storage.txnlog import encode_payload
 
 log = logging.getLogger("zkpy.server")
 
@@ -154,9 +155,13 @@ class ZkServer(ServesClients):
         outputs = self.core.ready()
         txns = [(o.hdr, o.txn) for o in outputs if isinstance(o, Propose)]
         if txns:
-            self.persistence.log_txns(txns, self.core.tree)
-            if self.hub is not None:
-                self.hub.proposed(txns)
+            if self.hub is None:
+                self.persistence.log_txns(txns, self.core.tree)
+            else:  # serialized once, for the log and for the workers
+                zxids = [hdr.zxid for hdr, _ in txns]
+                payloads = [encode_payload(hdr, txn) for hdr, txn in txns]
+                self.persistence.log_payloads(zxids, payloads, self.core.tree)
+                self.hub.proposed(zxids, payloads)
         for o in outputs:
             if isinstance(o, Output):
                 self.clients.write(o.conn)

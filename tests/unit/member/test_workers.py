@@ -13,6 +13,7 @@ from zkpy.server.leader import LeaderServerCore
 from zkpy.server.learner import LearnerServerCore
 from zkpy.server.outputs import Propose
 from zkpy.server.sessions import SessionTracker
+from zkpy.storage.txnlog import encode_payload
 from zkpy.wire.consts import CreateMode, OpCode
 from zkpy.wire.jute import INT
 from zkpy.wire.proto import (
@@ -65,7 +66,7 @@ class Pair:
     def pump(self) -> None:
         for _ in range(20):
             txns = [(o.hdr, o.txn) for o in self.member.ready() if isinstance(o, Propose)]
-            self.hub.proposed(txns)
+            self.hub.proposed([h.zxid for h, _ in txns], [encode_payload(h, t) for h, t in txns])
             self.unpersisted += len(txns)
             if self.durable and self.unpersisted:
                 self.member.apply_persisted(self.unpersisted)
@@ -182,7 +183,7 @@ def test_a_workers_read_waits_for_the_zxid_the_member_had_applied_when_it_arrive
     reader, _ = pair.connect(pair.worker)
     pair.send(pair.member, writer, 1, OpCode.CREATE, CreateRequest("/b", b"y", OPEN, 0))
     txns = [(o.hdr, o.txn) for o in pair.member.ready() if isinstance(o, Propose)]
-    pair.hub.proposed(txns)
+    pair.hub.proposed([h.zxid for h, _ in txns], [encode_payload(h, t) for h, t in txns])
     pair.member.apply_persisted(len(txns))  # applied and acknowledged on the member ...
     assert frames(writer)[0][:2] == (1, 0)
     pair.worker.read_barrier = pair.member.tree.last_processed_zxid  # ... which the shell tells the worker
