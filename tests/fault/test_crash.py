@@ -203,11 +203,11 @@ def _last_recovery(server: ServerProcess) -> tuple[int, int, int]:
     return int(zxid, 16), int(nodes), int(digest, 16)
 
 
-def _crash_cycles(kills: int, args: tuple[str, ...], tmp_path: object) -> None:
+def _crash_cycles(kills: int, args: tuple[str, ...], tmp_path: object, settings: dict[str, str] = SETTINGS) -> None:
     seed = int(os.environ.get("ZKPY_CRASH_SEED", random.randrange(1 << 32)))
     print(f"crash test seed {seed} (ZKPY_CRASH_SEED={seed} replays it)")
     rng = random.Random(seed)
-    server = start_zkpy(SETTINGS, args=args)
+    server = start_zkpy(settings, args=args)
     scratch = os.path.join(str(tmp_path), "replay")
     acked = Acked()
     triggers = ["random", "snapshot", "roll"]
@@ -217,7 +217,7 @@ def _crash_cycles(kills: int, args: tuple[str, ...], tmp_path: object) -> None:
             trigger = triggers[cycle % len(triggers)]
             acks = asyncio.run(_write_until_killed(server, acked, rng, cycle, trigger))
             expected = _replayed_digest(server.workdir, scratch)
-            server = start_zkpy(SETTINGS, workdir=server.workdir, port=server.port, args=args)
+            server = start_zkpy(settings, workdir=server.workdir, port=server.port, args=args)
             assert _last_recovery(server) == expected, f"seed {seed} cycle {cycle}: recovery differs from a replay"
             asyncio.run(_verify(server, acked))
             print(f"cycle {cycle} ({trigger}): {acks} acks, recovered {expected[1]} znodes at zxid 0x{expected[0]:x}")
@@ -237,3 +237,9 @@ def test_acknowledged_writes_survive_sigkill(tmp_path: object) -> None:
 
 def test_acknowledged_writes_survive_losing_unsynced_bytes(tmp_path: object) -> None:
     _crash_cycles(9, ("--fault", "lose-unsynced"), tmp_path)
+
+
+def test_acknowledged_writes_survive_sigkill_of_a_server_with_worker_processes(tmp_path: object) -> None:
+    """serverWorkers=2: the session writes through the member or a worker (the kernel's pick at
+    each restart); the member is killed, its worker goes with it, and nothing acknowledged is lost."""
+    _crash_cycles(3, (), tmp_path, {**SETTINGS, "serverWorkers": "2"})
