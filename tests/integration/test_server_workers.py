@@ -237,7 +237,7 @@ def test_a_worker_keeps_its_sessions_alive_and_the_member_expires_them(procs: Pr
     watcher = procs.raw_on(0)
     try:
         assert owner.call(OpCode.CREATE, CreateRequest(path, b"", OPEN, 1)).header.err == 0
-        alive_until = time.monotonic() + 3 * timeout_ms / 1000
+        alive_until = time.monotonic() + 2 * timeout_ms / 1000
         while time.monotonic() < alive_until:  # pings on the worker keep the session alive on the member
             _ping(owner)
             time.sleep(timeout_ms / 4000)
