@@ -61,6 +61,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="smoke run: sizes 3, reads 0,100, 1 s points; other flags still apply on top")
     p.add_argument("--json", default="benchmarks/figure5.json", help="numbers (default benchmarks/figure5.json)")
     p.add_argument("--png", default="benchmarks/figure5.png", help="figure (default benchmarks/figure5.png)")
+    p.add_argument("--merge", action="store_true",
+                   help="keep the curves of --json that this run does not measure (e.g. run --sizes 3, then "
+                        "--sizes 5 --merge: two shorter runs, one figure)")
     p.add_argument("--plot-only", action="store_true", help="redraw --png from --json without running anything")
     args = p.parse_args(argv)
     if args.quick:
@@ -159,6 +162,13 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()
     started = time.monotonic()
     runs = [measure(kind, size, args, reads) for size in sizes for kind in kinds]
+    if args.merge and os.path.exists(args.json):  # keep the other sizes' curves of an earlier run
+        with open(args.json, encoding="utf-8") as f:
+            old = json.load(f)
+        fresh = {(r["server"], r["size"]) for r in runs}
+        runs = [r for r in old["runs"] if (r["server"], r["size"]) not in fresh] + runs
+        runs.sort(key=lambda r: (r["size"], r["server"] != "zkpy"))
+        load_before = tuple(min(a, b) for a, b in zip(load_before, old["load_before"]))
     data = {"machine": f"{platform.machine()}, {os.cpu_count()} CPUs", "python": platform.python_version(),
             "load_before": load_before, "load_after": os.getloadavg(), "seconds": time.monotonic() - started,
             "args": vars(args), "runs": runs}
