@@ -82,7 +82,7 @@ def measure(kind: str, size: int, args: argparse.Namespace, reads: list[int]) ->
     """One fresh ``size``-server ``kind`` ensemble, every read percentage on it, stopped again."""
     _log(f"{kind}: starting a {size}-server ensemble")
     servers = start(kind, EnsembleSpec(size, args.tick_ms))
-    out: dict[str, Any] = {"size": size, "server": kind, "points": []}
+    out: dict[str, Any] = {"size": size, "server": kind, "points": [], "load_at_start": os.getloadavg()[0]}
     try:
         leader = ensemble_leader(servers)
         out["leader"] = myid(leader)
@@ -137,6 +137,11 @@ def table(runs: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _loads(runs: list[dict[str, Any]]) -> str:
+    loads = [r["load_at_start"] for r in runs if "load_at_start" in r]
+    return f"{min(loads):.1f}-{max(loads):.1f}" if loads else "-"
+
+
 def draw(data: dict[str, Any], png: str) -> None:
     curves: dict[str, dict[int, list[tuple[float, float]]]] = {}
     for r in data["runs"]:
@@ -144,7 +149,7 @@ def draw(data: dict[str, Any], png: str) -> None:
     a = data["args"]
     title = (f"Figure 5 on {data['machine']}: {a['sessions_total']} sessions x {a['outstanding']} outstanding,\n"
              f"1 generator process per server, {a['value_size']} B values, {a['duration']:g} s per point; "
-             f"load {data['load_before'][0]:.2f} before")
+             f"1-min load {_loads(data['runs'])} at each ensemble's start")
     plot.figure5(png, curves, title)
 
 
@@ -168,7 +173,6 @@ def main(argv: list[str] | None = None) -> int:
         fresh = {(r["server"], r["size"]) for r in runs}
         runs = [r for r in old["runs"] if (r["server"], r["size"]) not in fresh] + runs
         runs.sort(key=lambda r: (r["size"], r["server"] != "zkpy"))
-        load_before = tuple(min(a, b) for a, b in zip(load_before, old["load_before"]))
     data = {"machine": f"{platform.machine()}, {os.cpu_count()} CPUs", "python": platform.python_version(),
             "load_before": load_before, "load_after": os.getloadavg(), "seconds": time.monotonic() - started,
             "args": vars(args), "runs": runs}
