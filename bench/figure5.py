@@ -8,7 +8,9 @@ generator process per server, connected to that server, ``--sessions-total`` ses
 evenly over the processes, so every size gets the same clients, as in the paper), each with
 ``--outstanding`` requests in flight; a request is a getData or, with probability 1 - reads/100, a
 setData (version -1) of ``--value-size`` bytes, on one of ``--nodes`` znodes. Reads are answered by
-the session's server, writes go through the leader. The ensemble is stopped before the next starts.
+the session's server, writes go through the leader. Both implementations' ensembles of one size run
+side by side (the one not measured idles) and the points alternate between them, so that whatever else
+runs on the machine falls on both alike; they are stopped before the next size starts.
 
 Writes the numbers to ``--json`` and the figure to ``--png`` (default ``benchmarks/figure5.{json,png}``);
 ``--plot-only`` redraws the PNG from the JSON. Every point is a short run (``--duration`` s, default
@@ -25,11 +27,11 @@ import sys
 import time
 from typing import Any
 
-from zkpy.testing.servers import apache_available, cleanup_ensemble, ensemble_leader
+from zkpy.testing.servers import ServerProcess, apache_available, cleanup_ensemble, ensemble_leader
 
 from . import plot
 from .ensemble import EnsembleSpec, followers_first, myid, run_spread, start, target
-from .workload import READ, WRITE, ThroughputSpec, percentile_ms, prepare
+from .workload import READ, WRITE, Target, ThroughputSpec, percentile_ms, prepare
 
 NAMES = {"zkpy": "zkpy", "apache": "ZooKeeper"}
 
@@ -78,39 +80,61 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def measure(kind: str, size: int, args: argparse.Namespace, reads: list[int]) -> dict[str, Any]:
-    """One fresh ``size``-server ``kind`` ensemble, every read percentage on it, stopped again."""
+def _start(kind: str, size: int, args: argparse.Namespace) -> tuple[list[ServerProcess], list[Target], dict[str, Any]]:
+    """A fresh ``size``-server ``kind`` ensemble with the znodes created and warmed up."""
     _log(f"{kind}: starting a {size}-server ensemble")
-    servers = start(kind, EnsembleSpec(size, args.tick_ms))
     out: dict[str, Any] = {"size": size, "server": kind, "points": [], "load_at_start": os.getloadavg()[0]}
+    servers = start(kind, EnsembleSpec(size, args.tick_ms))
     try:
         leader = ensemble_leader(servers)
         out["leader"] = myid(leader)
         targets = [target(s) for s in followers_first(servers, leader)]
         prepare(target(leader), args.nodes, args.value_size)
-        sessions = max(1, round(args.sessions_total / size))
-        out["sessions"] = sessions * size
-
-        def spec(write_ratio: float, warmup: float, duration: float) -> ThroughputSpec:
-            return ThroughputSpec(write_ratio, size, sessions, args.outstanding, args.nodes, args.value_size,
-                                  warmup, duration)
-
+        out["sessions"] = _sessions(size, args) * size
         if args.server_warmup > 0:
-            run_spread("throughput", targets, spec(0.1, 0.0, args.server_warmup))
-        for pct in reads:
-            r = run_spread("throughput", targets, spec(1 - pct / 100, args.warmup, args.duration))
-            merged = r.result.merged((READ, WRITE))
-            point = {"reads_pct": pct, "ops_per_s": merged.ops / args.duration,
-                     "reads_per_s": r.result.rate((READ,)), "writes_per_s": r.result.rate((WRITE,)),
-                     "p50_ms": percentile_ms(merged.latencies_ns, 50), "p99_ms": percentile_ms(merged.latencies_ns, 99),
-                     "errors": r.result.errors, "error_codes": r.result.error_codes,
-                     "server_cpu": r.server_cpu, "generator_cpu": r.result.generator_cpu, "others_cpu": r.others_cpu}
-            out["points"].append(point)
-            _log(f"{kind} x{size}, {pct}% reads: {point['ops_per_s']:,.0f} ops/s, p99 {point['p99_ms']:.1f} ms, "
-                 f"errors {point['errors']}, servers CPU {r.server_cpu or 0:.2f}")
-    finally:
+            run_spread("throughput", targets, _spec(size, args, 0.1, 0.0, args.server_warmup))
+    except BaseException:
         cleanup_ensemble(servers)
-    return out
+        raise
+    return servers, targets, out
+
+
+def _sessions(size: int, args: argparse.Namespace) -> int:
+    return max(1, round(args.sessions_total / size))
+
+
+def _spec(size: int, args: argparse.Namespace, write_ratio: float, warmup: float, duration: float) -> ThroughputSpec:
+    return ThroughputSpec(write_ratio, size, _sessions(size, args), args.outstanding, args.nodes, args.value_size,
+                          warmup, duration)
+
+
+def measure_size(kinds: list[str], size: int, args: argparse.Namespace, reads: list[int]) -> list[dict[str, Any]]:
+    """Both implementations' ``size``-server ensembles running side by side (the idle one idles), the read
+    percentages measured on each in turn, alternating which goes first, so that the machine's other load
+    falls on both alike; both stopped again."""
+    ensembles: dict[str, tuple[list[ServerProcess], list[Target], dict[str, Any]]] = {}
+    try:
+        for kind in kinds:
+            ensembles[kind] = _start(kind, size, args)
+        for i, pct in enumerate(reads):
+            for kind in kinds if i % 2 == 0 else kinds[::-1]:
+                _, targets, out = ensembles[kind]
+                r = run_spread("throughput", targets, _spec(size, args, 1 - pct / 100, args.warmup, args.duration))
+                merged = r.result.merged((READ, WRITE))
+                point = {"reads_pct": pct, "ops_per_s": merged.ops / args.duration,
+                         "reads_per_s": r.result.rate((READ,)), "writes_per_s": r.result.rate((WRITE,)),
+                         "p50_ms": percentile_ms(merged.latencies_ns, 50),
+                         "p99_ms": percentile_ms(merged.latencies_ns, 99),
+                         "errors": r.result.errors, "error_codes": r.result.error_codes,
+                         "server_cpu": r.server_cpu, "generator_cpu": r.result.generator_cpu,
+                         "others_cpu": r.others_cpu}
+                out["points"].append(point)
+                _log(f"{kind} x{size}, {pct}% reads: {point['ops_per_s']:,.0f} ops/s, p99 {point['p99_ms']:.1f} ms, "
+                     f"errors {point['errors']}, servers CPU {r.server_cpu or 0:.2f}, others {r.others_cpu or 0:.2f}")
+    finally:
+        for servers, _, _ in ensembles.values():
+            cleanup_ensemble(servers)
+    return [ensembles[k][2] for k in kinds]
 
 
 def table(runs: list[dict[str, Any]]) -> str:
@@ -166,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes, reads = _csv(args.sizes, int), _csv(args.reads, int)
     load_before = os.getloadavg()
     started = time.monotonic()
-    runs = [measure(kind, size, args, reads) for size in sizes for kind in kinds]
+    runs = [run for size in sizes for run in measure_size(kinds, size, args, reads)]
     if args.merge and os.path.exists(args.json):  # keep the other sizes' curves of an earlier run
         with open(args.json, encoding="utf-8") as f:
             old = json.load(f)
