@@ -29,11 +29,13 @@ def figure5(path: str, curves: Mapping[str, Mapping[int, Sequence[tuple[float, f
     """Throughput against the percentage of reads: ``curves[impl][servers]`` = [(read %, ops/s), ...]."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 5))
+    sizes = sorted({size for by_size in curves.values() for size in by_size})
     for impl, by_size in curves.items():
-        for i, (size, points) in enumerate(sorted(by_size.items())):
+        for size, points in sorted(by_size.items()):
+            i = sizes.index(size)  # colour and marker: the size; line style: the implementation
             pts = sorted(points)
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], STYLES.get(impl, "-"), marker=MARKERS[i % len(MARKERS)],
-                    label=f"{NAMES.get(impl, impl)}, {size} servers")
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], STYLES.get(impl, "-"), color=f"C{i}",
+                    marker=MARKERS[i % len(MARKERS)], label=f"{NAMES.get(impl, impl)}, {size} servers")
     ax.set_xlabel("Percentage of read requests")
     ax.set_ylabel("Operations per second")
     ax.set_xlim(0, 100)
