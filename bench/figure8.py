@@ -454,7 +454,8 @@ def draw(data: dict[str, Any], png: str) -> None:
     for r in data["runs"]:
         label = (f"{plot.NAMES.get(r['server'], r['server'])}: {a['size']} servers, leader at start: server "
                  f"{r['leader_at_start']}")
-        events = [(e["t"], e["mark"] + (f" ({','.join(map(str, e['myids']))})" if e["myids"] else " (failed)"))
+        events = [(e["t"], f"{e['mark']}: " + (("kill " if e["action"].startswith("kill") else "start ")
+                                                  + ",".join(f"s{i}" for i in e["myids"]) if e["myids"] else "failed"))
                   for e in r["events"]]
         panels.append((label, r["bin_ms"] / 1000, r["ops_per_s"], events))
     title = (f"Figure 8 on {data['machine']}: {round(a['writes'] * 100)}% setData of {a['value_size']} B, "
