@@ -1,12 +1,15 @@
 """``python -m bench scale``: one zkpy server with 1, 2, ... N serving processes, and ZooKeeper beside it.
 
-For every N of ``--workers`` (default 1 .. the machine's cores) a fresh standalone zkpy server is
-started with ``<--workers-key>=N`` in its zoo.cfg (default key ``serverWorkers``: the member plus N-1
-processes sharing the client port), the znodes are created, ``--server-warmup`` s of 90/10 load run
+All servers are started first and stay up (an idle one costs little); then each load runs on each
+server in turn, ``--rounds`` times with the order alternating, and the tables show each one's median
+round, so that whatever else runs on the machine falls on all of them alike. For every N of
+``--workers`` (default 1 .. the machine's cores) a standalone zkpy server is started with
+``<--workers-key>=N`` in its zoo.cfg (default key ``serverWorkers``: the member plus N-1 processes
+sharing the client port), the znodes are created, ``--server-warmup`` s of 90/10 load run
 unmeasured, then every load of ``--loads`` (``read``: 100 % getData; ``mixed``: 90 % getData, 10 %
 setData of ``--value-size`` bytes) runs with the generator of ``python -m bench`` (``bench/workload.py``:
-``--processes`` x ``--sessions`` x ``--outstanding`` requests in flight, closed loop). Then the
-same for an Apache ZooKeeper 3.8 standalone server (``--servers``), in the same run.
+``--processes`` x ``--sessions`` x ``--outstanding`` requests in flight, closed loop); beside them an
+Apache ZooKeeper 3.8 standalone server (``--servers``), in the same run.
 
 Server CPU is counted over the server's whole process tree: at both edges of the measured window
 the parent reads ``/proc/<pid>/stat`` of the server and of every descendant (utime + stime, plus
@@ -28,6 +31,7 @@ import platform
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from zkpy.testing.servers import ServerProcess, apache_available, start_apache, start_zkpy
@@ -89,51 +93,87 @@ def _wait_processes(server: ServerProcess, n: int, timeout_s: float = 30.0) -> i
     return count
 
 
-def measure(kind: str, workers: int | None, args: argparse.Namespace, loads: list[str]) -> list[dict[str, Any]]:
-    """Start one server (zkpy with ``workers`` serving processes, or ZooKeeper), run every load, stop it."""
+@dataclass
+class Subject:
+    """One server under test: zkpy with ``workers`` serving processes, or ZooKeeper (``workers`` None)."""
+
+    kind: str
+    workers: int | None
+    server: ServerProcess
+
+    @property
+    def label(self) -> str:
+        return f"zkpy x{self.workers}" if self.kind == "zkpy" else "ZooKeeper"
+
+    def target(self) -> Target:
+        return Target("127.0.0.1", self.server.port, self.server.proc.pid)
+
+
+def start_subject(kind: str, workers: int | None, args: argparse.Namespace) -> Subject:
+    """Start the server, wait for its processes, create the znodes, warm it up."""
     if kind == "zkpy":
         server = start_zkpy({args.workers_key: str(workers)} if args.workers_key else None)
     else:
         server = start_apache()
-    rows = []
+    subject = Subject(kind, workers, server)
     try:
-        pid = server.proc.pid
-        tgt = Target("127.0.0.1", server.port, pid)
         procs = _wait_processes(server, workers or 1)
-        label = f"zkpy x{workers}" if kind == "zkpy" else "ZooKeeper"
-        _log(f"{label}: pid {pid} on {server.port}, {procs} processes in its tree")
-        prepare(tgt, args.nodes, args.value_size)
+        _log(f"{subject.label}: pid {server.proc.pid} on {server.port}, {procs} processes in its tree")
+        prepare(subject.target(), args.nodes, args.value_size)
         if args.server_warmup > 0:
-            run("throughput", tgt, ThroughputSpec(0.1, args.processes, args.sessions, args.outstanding, args.nodes,
-                                                  args.value_size, 0.0, args.server_warmup))
-        probe: Callable[[], Any] = lambda: (time.monotonic(), process_tree(pid))  # noqa: E731
-        for load in loads:
-            spec = ThroughputSpec(LOADS[load], args.processes, args.sessions, args.outstanding, args.nodes,
-                                  args.value_size, args.warmup, args.duration)
-            r = run("throughput", tgt, spec, probe)
-            merged = r.merged((READ, WRITE))
-            cpu_s = per_process = window = tree = None
-            if r.probes is not None:
-                (t0, before), (t1, after) = r.probes
-                cpu_s = sum(after.values()) - sum(before.values())
-                window = t1 - t0
-                per_process = {str(p): round((after[p] - before.get(p, 0.0)) / window, 3) for p in after}
-                tree = len(after)
-            rows.append({
-                "server": kind, "processes": workers, "load": load, "ops_per_s": merged.ops / spec.duration_s,
-                "p50_ms": percentile_ms(merged.latencies_ns, 50), "p99_ms": percentile_ms(merged.latencies_ns, 99),
-                "errors": r.errors, "error_codes": r.error_codes,
-                "server_cores": cpu_s / window if cpu_s is not None and window else None,
-                "server_cores_by_pid": per_process, "main_process_cores": r.server_cpu,
-                "cpu_us_per_op": cpu_s / merged.ops * 1e6 if cpu_s is not None and merged.ops else None,
-                "generator_cores": r.generator_cpu, "tree_processes": tree,
-            })
-            x = rows[-1]
-            _log(f"{label}, {load}: {x['ops_per_s']:,.0f} ops/s, p99 {x['p99_ms']:.2f} ms, "
-                 f"server {_f(x['server_cores'])} cores ({_f(x['cpu_us_per_op'], 1)} CPU-µs/op), "
-                 f"generator {_f(x['generator_cores'])} cores, errors {x['errors']}")
-    finally:
+            run("throughput", subject.target(), ThroughputSpec(0.1, args.processes, args.sessions, args.outstanding,
+                                                               args.nodes, args.value_size, 0.0, args.server_warmup))
+    except BaseException:
         server.cleanup()
+        raise
+    return subject
+
+
+def measure(subject: Subject, load: str, args: argparse.Namespace) -> dict[str, Any]:
+    """One run of ``load`` on ``subject``: ops/s, latency, and the CPU of the server's process tree."""
+    pid = subject.server.proc.pid
+    probe: Callable[[], Any] = lambda: (time.monotonic(), process_tree(pid))  # noqa: E731
+    spec = ThroughputSpec(LOADS[load], args.processes, args.sessions, args.outstanding, args.nodes,
+                          args.value_size, args.warmup, args.duration)
+    r = run("throughput", subject.target(), spec, probe)
+    merged = r.merged((READ, WRITE))
+    cpu_s = per_process = window = tree = None
+    if r.probes is not None:
+        (t0, before), (t1, after) = r.probes
+        cpu_s = sum(after.values()) - sum(before.values())
+        window = t1 - t0
+        per_process = {str(p): round((after[p] - before.get(p, 0.0)) / window, 3) for p in after}
+        tree = len(after)
+    x = {
+        "server": subject.kind, "processes": subject.workers, "load": load, "ops_per_s": merged.ops / spec.duration_s,
+        "p50_ms": percentile_ms(merged.latencies_ns, 50), "p99_ms": percentile_ms(merged.latencies_ns, 99),
+        "errors": r.errors, "error_codes": r.error_codes,
+        "server_cores": cpu_s / window if cpu_s is not None and window else None,
+        "server_cores_by_pid": per_process, "main_process_cores": r.server_cpu,
+        "cpu_us_per_op": cpu_s / merged.ops * 1e6 if cpu_s is not None and merged.ops else None,
+        "generator_cores": r.generator_cpu, "tree_processes": tree, "load_avg": os.getloadavg()[0],
+    }
+    _log(f"{subject.label}, {load}: {x['ops_per_s']:,.0f} ops/s, p99 {x['p99_ms']:.2f} ms, "
+         f"server {_f(x['server_cores'])} cores ({_f(x['cpu_us_per_op'], 1)} CPU-µs/op), "
+         f"generator {_f(x['generator_cores'])} cores, errors {x['errors']}")
+    return x
+
+
+def measure_all(subjects: list[Subject], loads: list[str], args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every load on every server, ``args.rounds`` times, alternating the order; the median round of each."""
+    rows = []
+    for load in loads:
+        runs: dict[int, list[dict[str, Any]]] = {i: [] for i in range(len(subjects))}
+        order = list(range(len(subjects)))
+        for r in range(args.rounds):
+            for i in order if r % 2 == 0 else order[::-1]:
+                runs[i].append(measure(subjects[i], load, args))
+        for i in order:
+            ranked = sorted(runs[i], key=lambda x: x["ops_per_s"])
+            row = dict(ranked[(len(ranked) - 1) // 2])
+            row["round_ops_per_s"] = [x["ops_per_s"] for x in runs[i]]
+            row["errors"] = sum(x["errors"] for x in runs[i])
+            rows.append(row)
     return rows
 
 
@@ -179,6 +219,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--duration", type=float, help="measured seconds per load (default 4; --quick 1)")
     p.add_argument("--warmup", type=float, help="unmeasured seconds before each load (default 1; --quick 0.3)")
     p.add_argument("--server-warmup", type=float, help="unmeasured seconds of 90/10 on each server (default 2)")
+    p.add_argument("--rounds", type=int, help="runs of each load on each server, alternating the order; the "
+                   "table shows the median (default 2; --quick 1)")
     p.add_argument("--processes", type=int, default=2, help="generator processes (default 2)")
     p.add_argument("--sessions", type=int, default=16, help="sessions per generator process (default 16)")
     p.add_argument("--outstanding", type=int, default=16, help="requests in flight per session (default 16)")
@@ -191,7 +233,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.workers is None:
         args.workers = "1" if args.quick else ",".join(str(i) for i in range(1, (os.cpu_count() or 1) + 1))
-    for name, full, short in (("duration", 4.0, 1.0), ("warmup", 1.0, 0.3), ("server_warmup", 2.0, 0.5)):
+    for name, full, short in (("duration", 4.0, 1.0), ("warmup", 1.0, 0.3), ("server_warmup", 2.0, 0.5),
+                              ("rounds", 2, 1)):
         if getattr(args, name) is None:
             setattr(args, name, short if args.quick else full)
     return args
@@ -216,10 +259,15 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("without --workers-key only --workers 1 can be measured")
     load_before = os.getloadavg()
     started = time.monotonic()
-    rows: list[dict[str, Any]] = []
-    for kind in kinds:
-        for n in counts if kind == "zkpy" else [None]:
-            rows += measure(kind, n, args, loads)
+    subjects: list[Subject] = []
+    try:
+        for kind in kinds:
+            for n in counts if kind == "zkpy" else [None]:
+                subjects.append(start_subject(kind, n, args))
+        rows = measure_all(subjects, loads, args)
+    finally:
+        for subject in subjects:
+            subject.server.cleanup()
     data = {"machine": f"{platform.machine()}, {os.cpu_count()} CPUs", "python": platform.python_version(),
             "load_before": load_before, "load_after": os.getloadavg(), "seconds": time.monotonic() - started,
             "args": vars(args), "rows": rows}
