@@ -100,7 +100,7 @@ def _start(kind: str, size: int, args: argparse.Namespace) -> tuple[list[ServerP
 
 
 def _sessions(size: int, args: argparse.Namespace) -> int:
-    return max(1, round(args.sessions_total / size))
+    return max(1, round(int(args.sessions_total) / size))
 
 
 def _spec(size: int, args: argparse.Namespace, write_ratio: float, warmup: float, duration: float) -> ThroughputSpec:
@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         fresh = {(r["server"], r["size"]) for r in runs}
         runs = [r for r in old["runs"] if (r["server"], r["size"]) not in fresh] + runs
         runs.sort(key=lambda r: (r["size"], r["server"] != "zkpy"))
-    data = {"machine": f"{platform.machine()}, {os.cpu_count()} CPUs", "python": platform.python_version(),
+    data: dict[str, Any] = {"machine": f"{platform.machine()}, {os.cpu_count()} CPUs", "python": platform.python_version(),
             "load_before": load_before, "load_after": os.getloadavg(), "seconds": time.monotonic() - started,
             "args": vars(args), "runs": runs}
     for path in (args.json, args.png):

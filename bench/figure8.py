@@ -477,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()
     started = time.monotonic()
     runs = [measure(kind, args) for kind in kinds]
-    data = {"machine": f"{platform.machine()}, {os.cpu_count()} CPUs", "python": platform.python_version(),
+    data: dict[str, Any] = {"machine": f"{platform.machine()}, {os.cpu_count()} CPUs", "python": platform.python_version(),
             "load_before": load_before, "load_after": os.getloadavg(), "seconds": time.monotonic() - started,
             "args": vars(args), "runs": runs}
     for path in (args.json, args.png):

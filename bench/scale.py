@@ -144,7 +144,7 @@ def measure(subject: Subject, load: str, args: argparse.Namespace) -> dict[str, 
         window = t1 - t0
         per_process = {str(p): round((after[p] - before.get(p, 0.0)) / window, 3) for p in after}
         tree = len(after)
-    x = {
+    x: dict[str, Any] = {
         "server": subject.kind, "processes": subject.workers, "load": load, "ops_per_s": merged.ops / spec.duration_s,
         "p50_ms": percentile_ms(merged.latencies_ns, 50), "p99_ms": percentile_ms(merged.latencies_ns, 99),
         "errors": r.errors, "error_codes": r.error_codes,
@@ -268,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for subject in subjects:
             subject.server.cleanup()
-    data = {"machine": f"{platform.machine()}, {os.cpu_count()} CPUs", "python": platform.python_version(),
+    data: dict[str, Any] = {"machine": f"{platform.machine()}, {os.cpu_count()} CPUs", "python": platform.python_version(),
             "load_before": load_before, "load_after": os.getloadavg(), "seconds": time.monotonic() - started,
             "args": vars(args), "rows": rows}
     for path in (args.json, args.png):
