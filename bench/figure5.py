@@ -10,7 +10,9 @@ evenly over the processes, so every size gets the same clients, as in the paper)
 setData (version -1) of ``--value-size`` bytes, on one of ``--nodes`` znodes. Reads are answered by
 the session's server, writes go through the leader. Both implementations' ensembles of one size run
 side by side (the one not measured idles) and the points alternate between them, so that whatever else
-runs on the machine falls on both alike; they are stopped before the next size starts.
+runs on the machine falls on both alike; they are stopped before the next size starts. Each point
+records the cores used by the servers, by the generator, by every other process ("others", which
+includes the idle ensemble) and by the idle ensemble alone (over the whole run, warmup included).
 
 Writes the numbers to ``--json`` and the figure to ``--png`` (default ``benchmarks/figure5.{json,png}``);
 ``--plot-only`` redraws the PNG from the JSON. Every point is a short run (``--duration`` s, default
@@ -31,7 +33,7 @@ from zkpy.testing.servers import ServerProcess, apache_available, cleanup_ensemb
 
 from . import plot
 from .ensemble import EnsembleSpec, followers_first, myid, run_spread, start, target
-from .workload import READ, WRITE, Target, ThroughputSpec, percentile_ms, prepare
+from .workload import READ, WRITE, Target, ThroughputSpec, _cpu_total, percentile_ms, prepare
 
 NAMES = {"zkpy": "zkpy", "apache": "ZooKeeper"}
 
@@ -119,7 +121,10 @@ def measure_size(kinds: list[str], size: int, args: argparse.Namespace, reads: l
         for i, pct in enumerate(reads):
             for kind in kinds if i % 2 == 0 else kinds[::-1]:
                 _, targets, out = ensembles[kind]
+                idle = [s.proc.pid for k, (servers, _, _) in ensembles.items() if k != kind for s in servers]
+                idle0, t0 = _cpu_total(idle), time.monotonic()
                 r = run_spread("throughput", targets, _spec(size, args, 1 - pct / 100, args.warmup, args.duration))
+                idle1, t1 = _cpu_total(idle), time.monotonic()
                 merged = r.result.merged((READ, WRITE))
                 point = {"reads_pct": pct, "ops_per_s": merged.ops / args.duration,
                          "reads_per_s": r.result.rate((READ,)), "writes_per_s": r.result.rate((WRITE,)),
@@ -127,10 +132,13 @@ def measure_size(kinds: list[str], size: int, args: argparse.Namespace, reads: l
                          "p99_ms": percentile_ms(merged.latencies_ns, 99),
                          "errors": r.result.errors, "error_codes": r.result.error_codes,
                          "server_cpu": r.server_cpu, "generator_cpu": r.result.generator_cpu,
-                         "others_cpu": r.others_cpu}
+                         "others_cpu": r.others_cpu,  # includes the idle ensemble's:
+                         "idle_ensemble_cpu": (idle1 - idle0) / (t1 - t0) if idle0 is not None and idle1 is not None
+                         else None}
                 out["points"].append(point)
                 _log(f"{kind} x{size}, {pct}% reads: {point['ops_per_s']:,.0f} ops/s, p99 {point['p99_ms']:.1f} ms, "
-                     f"errors {point['errors']}, servers CPU {r.server_cpu or 0:.2f}, others {r.others_cpu or 0:.2f}")
+                     f"errors {point['errors']}, servers CPU {r.server_cpu or 0:.2f}, others {r.others_cpu or 0:.2f} "
+                     f"(the idle ensemble {point['idle_ensemble_cpu'] or 0:.2f})")
     finally:
         for servers, _, _ in ensembles.values():
             cleanup_ensemble(servers)
