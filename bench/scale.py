@@ -119,6 +119,9 @@ def start_subject(kind: str, workers: int | None, args: argparse.Namespace) -> S
     try:
         procs = _wait_processes(server, workers or 1)
         _log(f"{subject.label}: pid {server.proc.pid} on {server.port}, {procs} processes in its tree")
+        if procs < (workers or 1):  # e.g. a zkpy without the key warns "has no effect" and serves alone
+            _log(f"WARNING: {subject.label} has {procs} processes, not {workers}: does this zkpy honour "
+                 f"{args.workers_key}? (see its log: {server.log_path}); the rows say tree_processes")
         prepare(subject.target(), args.nodes, args.value_size)
         if args.server_warmup > 0:
             run("throughput", subject.target(), ThroughputSpec(0.1, args.processes, args.sessions, args.outstanding,
