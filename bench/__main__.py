@@ -19,6 +19,13 @@ latency (zkpy's Lock and kazoo's) on a 3-server zkpy and a 3-server ZooKeeper en
 ``python -m bench ensemble [...]`` compares a 3-server zkpy ensemble with a 3-server Apache
 ZooKeeper ensemble (throughput spread over the servers, create latency, leader failover): see
 ``bench/ensemble.py`` and ``python -m bench ensemble --help``.
+
+``python -m bench figure5 [...]`` draws the paper's Figure 5 (throughput against the percentage of
+reads, 3- and 5-server ensembles of zkpy and ZooKeeper); ``python -m bench figure8 [...]`` its
+Figure 8 (throughput over time while followers and the leader are killed and restarted); ``python
+-m bench scale [...]`` measures one zkpy server with 1..N serving processes (ops/s and server CPU-µs
+per op, ZooKeeper standalone beside it): see ``bench/figure5.py``, ``bench/figure8.py``,
+``bench/scale.py``. Their PNGs and JSON files go to ``benchmarks/``.
 """
 
 from __future__ import annotations
@@ -197,6 +204,18 @@ def main(argv: list[str] | None = None) -> int:
         from . import ensemble
 
         return ensemble.main(argv[1:])
+    if argv[:1] == ["figure5"]:
+        from . import figure5
+
+        return figure5.main(argv[1:])
+    if argv[:1] == ["figure8"]:
+        from . import figure8
+
+        return figure8.main(argv[1:])
+    if argv[:1] == ["scale"]:
+        from . import scale
+
+        return scale.main(argv[1:])
     args = parse_args(argv)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     for m in modes:
