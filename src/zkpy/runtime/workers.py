@@ -87,8 +87,8 @@ class WorkerPool:
         self.loop = asyncio.get_running_loop()
         self._config = dataclasses.replace(self.config, client_port=port, secure_client_port=secure_port,
                                            admin_enabled=False, metrics_prometheus=False)
-        log.info("serving the client port from %d processes (serverWorkers=%d): this one and %d workers",
-                 self.count, self.count, self.count - 1)
+        log.info("serving the client port from %d processes (serverWorkers=%d): this one and %d worker%s",
+                 self.count, self.count, self.count - 1, "s" if self.count > 2 else "")
         for index in range(1, self.count):
             self._spawn(index)
 
