@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import logging.handlers
 import mmap
 import os
 import pickle
@@ -81,6 +82,8 @@ class Hello:
     index: int  # 1 .. count-1 (the member is 0)
     count: int  # serving processes in all
     log_level: int
+    log_file: str | None = None  # the member's log file (--log-dir), appended to by the worker too
+    log_formatter: logging.Formatter | None = None  # the member's formatter (text or JSON)
 
 
 def read_hello(sock: socket.socket) -> Hello:
@@ -163,7 +166,7 @@ class Worker(ServesClients):
                 self._replica_loaded()
                 self.feed.receive(b"")
         except Exception:
-            log.exception("worker %d: bad data from the member: stopping", self.hello.index)
+            log.exception("bad data from the member: stopping")
             self.stopped.set()
             return
         self.schedule_flush()
@@ -175,7 +178,7 @@ class Worker(ServesClients):
         pipeline.sessions.partition(self.hello.index, self.hello.count)
         self.pipeline = self.feed.pipeline = self.clients.core = pipeline
         self.clients.before_input = self._read_barrier
-        log.info("worker %d: replica at zxid 0x%x, %d znodes", self.hello.index, tree.last_processed_zxid,
+        log.info("replica at zxid 0x%x, %d znodes", tree.last_processed_zxid,
                  tree.node_count())
         self.loop.create_task(self._listen())
         self._tick()
@@ -184,11 +187,11 @@ class Worker(ServesClients):
         try:
             await self.clients.listen()
         except OSError as exc:  # the member restarts this worker after a delay
-            log.error("worker %d: cannot listen on %s:%d: %s", self.hello.index, self.config.client_port_address,
+            log.error("cannot listen on %s:%d: %s", self.config.client_port_address,
                       self.config.client_port, exc)
             self.stopped.set()
             return
-        log.info("worker %d: serving %s:%d", self.hello.index, self.config.client_port_address, self.port)
+        log.info("serving %s:%d", self.config.client_port_address, self.port)
 
     def _read_barrier(self) -> None:
         """Client input arrives: its reads wait for what the member has applied by now."""
@@ -199,7 +202,7 @@ class Worker(ServesClients):
                 pipeline.read_barrier = barrier
 
     def link_lost(self) -> None:
-        log.info("worker %d: the member closed the link: stopping", self.hello.index)
+        log.info("the member closed the link: stopping")
         self.stopped.set()
 
     def _tick(self) -> None:
@@ -230,14 +233,52 @@ class Worker(ServesClients):
             self.transport.write(data)
 
 
+class _WorkerMark(logging.Filter):
+    """Every line this process logs says which worker wrote it."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__()
+        self.mark = f"[worker {index}] "
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str) and not record.msg.startswith(self.mark):
+            record.msg = self.mark + record.msg
+        return True
+
+
+def _configure_logging(hello: Hello) -> None:
+    """Log as the member does: to its log file when it has one (a WatchedFileHandler, which
+    follows the member's rotation), with its formatter; else, and for warnings, to stderr."""
+    formatter = hello.log_formatter or logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    stderr = logging.StreamHandler(sys.stderr)
+    stderr.setFormatter(formatter)
+    handlers: list[logging.Handler] = [stderr]
+    if hello.log_file is not None:
+        try:
+            file_handler = logging.handlers.WatchedFileHandler(hello.log_file, encoding="utf-8")
+        except OSError:
+            pass
+        else:
+            file_handler.setFormatter(formatter)
+            handlers.append(file_handler)
+            stderr.setLevel(logging.WARNING)
+    mark = _WorkerMark(hello.index)
+    for h in handlers:
+        h.addFilter(mark)
+        root.addHandler(h)
+    root.setLevel(hello.log_level)
+
+
 def main(argv: list[str]) -> None:
     sock = socket.socket(fileno=int(argv[1]))
     applied = SharedZxid(int(argv[2]), writable=False)
     sock.setblocking(True)
     hello = read_hello(sock)
     sock.setblocking(False)
-    logging.basicConfig(level=hello.log_level, stream=sys.stderr,
-                        format=f"%(asctime)s %(levelname)s [worker {hello.index}] %(name)s: %(message)s")
+    _configure_logging(hello)
     t0 = time.monotonic()
 
     async def runner() -> None:
@@ -249,7 +290,7 @@ def main(argv: list[str]) -> None:
         asyncio.run(runner())
     else:
         uvloop.run(runner())
-    log.info("worker %d: stopped after %.1fs", hello.index, time.monotonic() - t0)
+    log.info("stopped after %.1fs", time.monotonic() - t0)
 
 
 if __name__ == "__main__":

@@ -106,7 +106,7 @@ class WorkerPool:
         self.procs[index] = proc
         self.started[index] = self.loop.time()
         log.info("worker %d started: pid %d", index, proc.pid)
-        mine.sendall(encode_hello(Hello(self._config, index, self.count, logging.getLogger().getEffectiveLevel())))
+        mine.sendall(encode_hello(self._hello(index)))
         mine.setblocking(False)
         link = _Link(self, index)
         self.links[index] = link
@@ -116,6 +116,23 @@ class WorkerPool:
         """The member applied up to ``zxid``: said before any reply or txn about it leaves, so
         that a read on any worker after it waits for it (``runtime.worker.SharedZxid``)."""
         self.applied.set(zxid)
+
+    def _hello(self, index: int) -> Hello:
+        """What worker ``index`` is told first: the config, and how the member logs (its log
+        file, if any, and its formatter, so that the worker's lines look like the member's)."""
+        root = logging.getLogger()
+        log_file = formatter = None
+        for h in root.handlers:
+            if isinstance(h, logging.FileHandler):
+                log_file, formatter = h.baseFilename, h.formatter
+                break
+        else:
+            formatter = next((h.formatter for h in root.handlers if h.formatter is not None), None)
+        try:
+            encode_hello(Hello(self._config, index, self.count, root.getEffectiveLevel(), log_file, formatter))
+        except Exception:  # a formatter that does not pickle: the worker's own text lines then
+            formatter = None
+        return Hello(self._config, index, self.count, root.getEffectiveLevel(), log_file, formatter)
 
     def send(self, outputs: list[tuple[int, bytes]]) -> None:
         for index, data in outputs:

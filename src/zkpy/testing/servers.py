@@ -187,7 +187,7 @@ def start_zkpy(settings: Mapping[str, str | None] | None = None, ready_s: float 
 def _wait_workers(server: ServerProcess, count: int, deadline_s: float) -> None:
     """Wait until each worker of a server with ``serverWorkers`` = ``count`` listens (it logs so)."""
     deadline = time.monotonic() + deadline_s
-    while not all(f"worker {k}: serving " in (text := server.log()) for k in range(1, count)):
+    while not all(f"[worker {k}] serving " in (text := server.log()) for k in range(1, count)):
         if server.proc.poll() is not None or time.monotonic() > deadline:
             server.cleanup()
             raise RuntimeError(f"zkpy server's {count - 1} workers did not all listen within {deadline_s}s:\n"
