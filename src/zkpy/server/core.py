@@ -207,6 +207,7 @@ class ServerCore:
         # applied when the input now processed arrived; a read waits until it is applied here,
         # so that it sees every write acknowledged by any of the server's processes before it
         self.read_barrier = 0
+        self.barrier_waits: deque[tuple[int, int]] = deque()  # (zxid, session) of reads held by it, in order
         self.last_container_check = now_ms
         self.stats = ServerStats()
         self.metrics = ServerMetrics()  # ZooKeeper's ServerMetrics: mntr and the Prometheus endpoint read them
@@ -457,7 +458,7 @@ class ServerCore:
             return
         if self.read_barrier > self.tree.last_processed_zxid:
             read.after_zxid = self.read_barrier
-            self._syncing.add(sid)
+            self.barrier_waits.append((self.read_barrier, sid))  # the barrier only rises: in zxid order
             self._queue(read)
         elif sid in self.queues:
             self._queue(read)

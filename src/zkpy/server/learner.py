@@ -164,9 +164,11 @@ class LearnerServerCore(ServerCore):
 
     def _drain_barrier(self) -> None:
         """Reads held by ``read_barrier`` (a server's worker) run once their zxid is applied."""
-        if self._syncing:
-            for waiting in list(self._syncing):
-                self._drain_queue(waiting)
+        waits = self.barrier_waits
+        if waits:
+            applied = self.tree.last_processed_zxid
+            while waits and waits[0][0] <= applied:
+                self._drain_queue(waits.popleft()[1])
 
     def take_touches(self) -> list[tuple[int, int]]:
         """The sessions seen since the last PING reply, with their timeouts."""
