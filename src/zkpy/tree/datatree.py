@@ -267,7 +267,7 @@ class DataTree:
                 self._apply_multi(rc, txn, zxid, time, session, subs)
             else:
                 rc.err = Code.UNIMPLEMENTED
-        except _TxnFailed as exc:
+        except TxnFailed as exc:
             rc.err = exc.code
         return rc
 
@@ -290,12 +290,14 @@ class DataTree:
                 rc.err = sub_rc.err
 
     def create_node(self, path: str, data: bytes | None, acl: list[ACL] | tuple[ACL, ...], owner: int,
-                    parent_cversion: int, zxid: int, time: int) -> Stat:
-        parent_path = parent_of(path)
+                    parent_cversion: int, zxid: int, time: int, want_stat: bool = True) -> Stat | None:
+        """Create ``path``; its Stat (None with ``want_stat`` False: replay needs none)."""
+        slash = path.rfind("/")
+        parent_path = path[:slash] if slash > 0 else "/"
         parent = self.nodes.get(parent_path)
         if parent is None:
-            raise _TxnFailed(Code.NONODE)
-        name = basename(path)
+            raise TxnFailed(Code.NONODE)
+        name = path[slash + 1:]
         if name in parent.children:
             # replay over a fuzzy snapshot: only move the parent's cversion forward, and give the
             # node this txn created its ACL (a fuzzy snapshot may name an ACL it lacks; ZOOKEEPER-4846)
@@ -306,7 +308,7 @@ class DataTree:
                 self._unhash(parent_path, parent)
                 parent.cversion, parent.pzxid = parent_cversion, zxid
                 self._rehash(parent_path, parent)
-            raise _TxnFailed(Code.NODEEXISTS)
+            raise TxnFailed(Code.NODEEXISTS)
         self._unhash(parent_path, parent)
         if parent_cversion == -1:
             parent_cversion = parent.cversion + 1
@@ -315,31 +317,35 @@ class DataTree:
             parent.pzxid = zxid
         parent.children[name] = None
         self._rehash(parent_path, parent)
-        node = Node(data, self.intern_acl(acl), zxid, time, owner)
+        node = Node(data, acl if acl is OPEN_ACL_UNSAFE else self.intern_acl(acl), zxid, time, owner)
         self._put(path, node)
-        kind = ephemeral_kind(owner)
-        if kind == "container":
-            self.containers.add(path)
-        elif kind == "ttl":
-            self.ttls.add(path)
-        elif kind == "normal":
-            self.ephemerals.setdefault(owner, set()).add(path)
-        stat = node.stat()  # before a stats znode is counted: ZooKeeper copies the stat first
+        if owner:
+            kind = ephemeral_kind(owner)
+            if kind == "container":
+                self.containers.add(path)
+            elif kind == "ttl":
+                self.ttls.add(path)
+            else:
+                self.ephemerals.setdefault(owner, set()).add(path)
+        # before a stats znode is counted: ZooKeeper copies the stat first
+        stat = node.stat() if want_stat else None
         if parent_path.startswith(QUOTA_ROOT):
             self._quota_node_created(parent_path, name)
         if self.quotas.paths:  # (no call on the hot path while no quota is set)
             root = self.quotas.deepest(path)
             if root is not None:
                 self._count_quota(root, len(data) if data else 0, 1)
-        self._fire(self.data_watches, path, EventType.NODE_CREATED, node.acl)
-        self._fire(self.child_watches, parent_path, EventType.NODE_CHILDREN_CHANGED, parent.acl)
+        if self.data_watches.by_path:
+            self._fire(self.data_watches, path, EventType.NODE_CREATED, node.acl)
+        if self.child_watches.by_path:
+            self._fire(self.child_watches, parent_path, EventType.NODE_CHILDREN_CHANGED, parent.acl)
         return stat
 
     def delete_node(self, path: str, zxid: int) -> None:
         parent_path = parent_of(path)
         parent = self.nodes.get(parent_path)
         if parent is None:
-            raise _TxnFailed(Code.NONODE)
+            raise TxnFailed(Code.NONODE)
         self._unhash(parent_path, parent)
         parent.children.pop(basename(path), None)
         if zxid > parent.pzxid:
@@ -347,7 +353,7 @@ class DataTree:
         self._rehash(parent_path, parent)
         node = self.nodes.pop(path, None)
         if node is None:
-            raise _TxnFailed(Code.NONODE)
+            raise TxnFailed(Code.NONODE)
         self._unhash(path, node)
         self.data_size -= len(path) + (len(node.data) if node.data else 0)
         kind = ephemeral_kind(node.ephemeral_owner)
@@ -376,7 +382,7 @@ class DataTree:
     def set_data(self, path: str, data: bytes | None, version: int, zxid: int, time: int) -> Stat:
         node = self.nodes.get(path)
         if node is None:
-            raise _TxnFailed(Code.NONODE)
+            raise TxnFailed(Code.NONODE)
         self._unhash(path, node)
         diff = (len(data) if data else 0) - (len(node.data) if node.data else 0)
         self.data_size += diff
@@ -392,7 +398,7 @@ class DataTree:
     def set_acl(self, path: str, acl: list[ACL] | tuple[ACL, ...], version: int) -> Stat:
         node = self.nodes.get(path)
         if node is None:
-            raise _TxnFailed(Code.NONODE)
+            raise TxnFailed(Code.NONODE)
         self._unhash(path, node)
         node.acl, node.aversion = self.intern_acl(acl), version
         self._rehash(path, node)
@@ -474,7 +480,7 @@ class DataTree:
         for path in targets:
             try:
                 self.delete_node(path, zxid)
-            except _TxnFailed:
+            except TxnFailed:
                 pass
         self.ephemerals.pop(session, None)
 
@@ -492,7 +498,9 @@ class DataTree:
         self.child_watches.drop_watcher(watcher)
 
 
-class _TxnFailed(Exception):
+class TxnFailed(Exception):
+    """A txn that cannot apply (its ZooKeeper error code): the tree is unchanged by it."""
+
     def __init__(self, code: int) -> None:
         super().__init__(code)
         self.code = int(code)
