@@ -124,9 +124,10 @@ def _replay(disk: Disk, result: Recovered, logs: list[tuple[int, str]], log: Log
     if digest is not None and digest[0] <= start:
         _compare_digest(result, tree, digest, log)
         digest = None
+    datas = [disk.read(path) for _, path in logs]
     total = 0
     if progress is not None:  # a first pass that only counts (the sizes are not known before)
-        total = sum(count_records(disk.read(path), start) for _, path in logs)
+        total = sum(count_records(data, start) for data in datas)
     tail: deque[memoryview] = deque(maxlen=REPLAYED_TAIL)
     pending: tuple[str, int, str] | None = None  # (path, offset, what) of a fault, if txns follow it
     last = start
@@ -159,19 +160,26 @@ def _replay(disk: Disk, result: Recovered, logs: list[tuple[int, str]], log: Log
         if progress is not None and not replayed % PROGRESS_EVERY:
             progress("replay", replayed, total)
         if digest is not None and zxid == digest[0]:
+            tree.settle_digests()
             _compare_digest(result, tree, digest, log)
             digest = None
+            tree.defer_parent_digests()
 
     cuts: list[LogScan] = []
     removes: list[str] = []
-    for _, path in logs:
-        scan = scan_log(path, disk.read(path), after_zxid=start, sink=sink)
-        if not scan.header_ok:
-            pending = (scan.path, 0, "missing or bad file header before later logs")
-            removes.append(scan.path)
-        elif scan.torn:
-            pending = (scan.path, scan.good_end, "unreadable record before later logs")
-            cuts.append(scan)
+    tree.defer_parent_digests()
+    try:
+        for (_, path), data in zip(logs, datas, strict=True):
+            scan = scan_log(path, data, after_zxid=start, sink=sink)
+            if not scan.header_ok:
+                pending = (scan.path, 0, "missing or bad file header before later logs")
+                removes.append(scan.path)
+            elif scan.torn:
+                pending = (scan.path, scan.good_end, "unreadable record before later logs")
+                cuts.append(scan)
+    finally:
+        tree.settle_digests()
+    del datas
     tree.events.clear()
     if last > tree.last_processed_zxid:
         tree.last_processed_zxid = last

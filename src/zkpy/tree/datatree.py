@@ -125,6 +125,8 @@ class TxnResult:
 class DataTree:
     """The in-memory database every replica holds."""
 
+    _dirty: dict[str, Node]  # only while deferring parent digests (see defer_parent_digests)
+
     def __init__(self) -> None:
         self.nodes: dict[str, Node] = {}
         self.ephemerals: dict[int, set[str]] = {}
@@ -194,6 +196,52 @@ class DataTree:
     def _rehash(self, path: str, node: Node) -> None:
         node.digest = self.node_digest(path, node)
         self.digest = (self.digest + node.digest) & _MASK64
+
+    _rehash_parent = _rehash  # a parent after a child's create or delete (deferred while replaying)
+
+    # ---- deferred parent digests (replay) ----
+    # A replayed create rehashes its parent; a parent of a thousand children would be hashed a
+    # thousand times. While deferring, a parent that changed leaves the total once (its digest
+    # subtracted) and waits in ``_dirty`` until ``settle_digests`` hashes it once. Instance
+    # attributes shadow the three methods meanwhile, so the live path pays nothing for this.
+
+    def defer_parent_digests(self) -> None:
+        """Until ``settle_digests``, hash changed parents once, not per child; ``digest`` is not
+        current meanwhile."""
+        if "_dirty" in self.__dict__:
+            return
+        dirty: dict[str, Node] = {}
+        self._dirty = dirty
+        mask = _MASK64
+
+        def unhash(path: str, node: Node) -> None:
+            if path not in dirty:
+                self.digest = (self.digest - node.digest) & mask
+
+        def rehash(path: str, node: Node) -> None:
+            if path in dirty:
+                dirty[path] = node  # out of the total already: settled later
+            else:
+                DataTree._rehash(self, path, node)
+
+        def rehash_parent(path: str, node: Node) -> None:
+            dirty[path] = node  # its unhash came first: out of the total until settled
+
+        self._unhash = unhash  # type: ignore[method-assign]
+        self._rehash = rehash  # type: ignore[method-assign]
+        self._rehash_parent = rehash_parent  # type: ignore[method-assign]
+
+    def settle_digests(self) -> None:
+        """Hash every parent left waiting by ``defer_parent_digests`` and stop deferring:
+        ``digest`` is current again."""
+        dirty: dict[str, Node] | None = self.__dict__.pop("_dirty", None)
+        if dirty is None:
+            return
+        del self._unhash, self._rehash, self._rehash_parent
+        nodes = self.nodes
+        for path, node in dirty.items():
+            if nodes.get(path) is node:
+                DataTree._rehash(self, path, node)
 
     def intern_acl(self, acl: list[ACL] | tuple[ACL, ...]) -> tuple[ACL, ...]:
         """One shared tuple per distinct ACL (ZooKeeper's ReferenceCountedACLCache, minus the counts)."""
@@ -307,7 +355,7 @@ class DataTree:
             if parent_cversion > parent.cversion:
                 self._unhash(parent_path, parent)
                 parent.cversion, parent.pzxid = parent_cversion, zxid
-                self._rehash(parent_path, parent)
+                self._rehash_parent(parent_path, parent)
             raise TxnFailed(Code.NODEEXISTS)
         self._unhash(parent_path, parent)
         if parent_cversion == -1:
@@ -316,9 +364,12 @@ class DataTree:
             parent.cversion = parent_cversion
             parent.pzxid = zxid
         parent.children[name] = None
-        self._rehash(parent_path, parent)
+        self._rehash_parent(parent_path, parent)
         node = Node(data, acl if acl is OPEN_ACL_UNSAFE else self.intern_acl(acl), zxid, time, owner)
-        self._put(path, node)
+        self.nodes[path] = node  # _put, inlined: a replay runs this a million times
+        self.data_size += len(path) + (len(data) if data else 0)
+        node.digest = self.node_digest(path, node)
+        self.digest = (self.digest + node.digest) & _MASK64
         if owner:
             kind = ephemeral_kind(owner)
             if kind == "container":
@@ -350,7 +401,7 @@ class DataTree:
         parent.children.pop(basename(path), None)
         if zxid > parent.pzxid:
             parent.pzxid = zxid
-        self._rehash(parent_path, parent)
+        self._rehash_parent(parent_path, parent)
         node = self.nodes.pop(path, None)
         if node is None:
             raise TxnFailed(Code.NONODE)
