@@ -214,14 +214,13 @@ class DataTree:
         self._dirty = dirty
         mask = _MASK64
 
+        # by identity: a dirty node deleted and created again is another node, in the total
         def unhash(path: str, node: Node) -> None:
-            if path not in dirty:
+            if dirty.get(path) is not node:
                 self.digest = (self.digest - node.digest) & mask
 
         def rehash(path: str, node: Node) -> None:
-            if path in dirty:
-                dirty[path] = node  # out of the total already: settled later
-            else:
+            if dirty.get(path) is not node:  # (a dirty one is out of the total: settled later)
                 DataTree._rehash(self, path, node)
 
         def rehash_parent(path: str, node: Node) -> None:
