@@ -28,9 +28,9 @@ import tempfile
 import time
 from typing import Any
 
+from zkpy.runtime.osdisk import OsDisk
 from zkpy.storage.snapshot import write_snapshot
 from zkpy.storage.txnlog import TxnLogWriter, encode_entry
-from zkpy.runtime.osdisk import OsDisk
 from zkpy.testing.servers import free_port, start_apache, start_zkpy
 from zkpy.tree.acl import OPEN_ACL_UNSAFE
 from zkpy.tree.datatree import DataTree
