@@ -334,6 +334,19 @@ def _fast_create(payload: memoryview, pos: int) -> FastCreate | None:
     return path, data, acl, ephemeral, pcv
 
 
+_ZERO_BLOCK = bytes(1 << 16)
+
+
+def _content_end(data: bytes) -> int:
+    """``len(data.rstrip(b"\\0"))`` without copying the content (a log is tens of MiB of records
+    before its preallocated zeros): whole zero blocks are stepped over from the end first."""
+    end, block = len(data), len(_ZERO_BLOCK)
+    while end >= block and data[end - block:end] == _ZERO_BLOCK:
+        end -= block
+    start = max(0, end - block)
+    return start + len(data[start:end].rstrip(b"\0"))
+
+
 def scan_log(path: str, data: bytes, after_zxid: int = -1, sink: ReplaySink | None = None) -> LogScan:
     """Every record of the log file ``path`` whose bytes are ``data``; see the module doc for
     how the end is classified. Records with zxid <= ``after_zxid`` are checked (length, 'B',
@@ -349,7 +362,7 @@ def scan_log(path: str, data: bytes, after_zxid: int = -1, sink: ReplaySink | No
     Raises CorruptLogError if a bad record has a valid record after it."""
     if len(data) < HEADER_SIZE or data[:4] != _MAGIC_BYTES:
         return LogScan(path, [], 0, False, False)
-    limit = max(len(data.rstrip(b"\0")), HEADER_SIZE)  # records end in 'B', never in the zero tail
+    limit = max(_content_end(data), HEADER_SIZE)  # records end in 'B', never in the zero tail
     view = memoryview(data)
     entries: list[LogEntry] = []
     last_zxid = -1
