@@ -26,6 +26,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 from zkpy.runtime.osdisk import OsDisk
@@ -89,7 +90,7 @@ def generate(path: str, parents: int, leaves: int, value_size: int) -> int:
     return zxid
 
 
-def prepared(cache: str, parents: int, leaves: int, value_size: int, log: Any) -> str:
+def prepared(cache: str, parents: int, leaves: int, value_size: int, log: Callable[[str], None]) -> str:
     path = os.path.join(cache, f"zkpy-replay-{parents}x{leaves}x{value_size}")
     done = os.path.join(path, "DONE")
     if not os.path.exists(done):
@@ -146,7 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", default="/tmp")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
-    log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
     parents = max(1, args.znodes // args.leaves)
     source = prepared(args.cache, parents, args.leaves, args.value_size, log)
     rows = []
