@@ -18,7 +18,7 @@ import re
 import shutil
 import signal
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -264,8 +264,11 @@ def assert_apache_loaded_cleanly(server: ServerProcess, log_from: int = 0) -> No
     assert not apache_trouble(log), log[-4000:]
 
 
-def assert_zkpy_loaded_cleanly(server: ServerProcess) -> None:
-    log = server.log()
+def assert_zkpy_loaded_cleanly(server: ServerProcess, apache_races: Collection[int] = ()) -> None:
+    """No line of trouble in zkpy's log; ``apache_races``: digest zxids whose mismatch is Apache's
+    own (see ``snapshots_ahead_of_their_digest``), not counted."""
+    log = "\n".join(line for line in server.log().splitlines()
+                    if not any(f"digest mismatch at zxid 0x{z:x}:" in line for z in apache_races))
     for bad in ("digest mismatch", "truncated", "removed log", "Traceback", "ERROR", "WARNING"):
         assert bad not in log, log[-4000:]
 
@@ -393,9 +396,41 @@ def test_apache_serves_the_tree_zkpy_left(zkpy_written: Written, tmp_path: Path)
         apache.stop()
 
 
-def assert_zkpy_digests_match_apaches(workdir: str) -> None:
+def snapshots_ahead_of_their_digest(workdir: str, digest_at: dict[int, int]) -> set[int]:
+    """The digest zxids D of Apache's snapshots whose nodes already hold changes of the txn after
+    D. Apache writes a snapshot's digest trailer (the digest it recorded after its last whole txn)
+    after serializing the nodes, so a txn applied meanwhile (a multi, op by op) can be in the
+    nodes and not in the trailer: replaying that snapshot up to D then gives another digest than
+    the trailer (ZooKeeper too logs the mismatch and goes on), and replaying the next txn gives
+    the history's digest again. That is what this checks, from ``digest_at``, the digest after
+    each txn of the whole history; any other mismatch is not returned (and fails the caller)."""
+    races: set[int] = set()
+    for snap in files(workdir, "snapshot")[1:]:
+        loaded = load_snapshot(snap.name, snap.read_bytes())
+        if loaded.digest is None:
+            continue
+        tree, (zxid, expected) = loaded.tree, loaded.digest
+        at_digest = tree.digest if zxid == tree.last_processed_zxid else None
+        for log in files(workdir, "log"):
+            for entry in scan_log(str(log), log.read_bytes(), after_zxid=tree.last_processed_zxid).entries:
+                tree.apply(entry.hdr, entry.txn)
+                tree.events.clear()
+                if entry.hdr.zxid == zxid:
+                    at_digest = tree.digest
+                elif at_digest is not None:  # the txn after the trailer's
+                    if at_digest != expected and tree.digest == digest_at.get(entry.hdr.zxid):
+                        races.add(zxid)
+                    break
+            else:
+                continue
+            break
+    return races
+
+
+def assert_zkpy_digests_match_apaches(workdir: str) -> dict[int, int]:
     """zkpy's DataTree replays Apache's whole history (snapshot.0, then every log) and has, after
-    each txn, the digest Apache logged with it, and at each snapshot the digest it recorded."""
+    each txn, the digest Apache logged with it, and at each snapshot the digest it recorded.
+    Returns the digest after each txn."""
     first = Path(workdir, "data", "version-2", "snapshot.0")
     tree = load_snapshot(first.name, first.read_bytes()).tree
     digest_at: dict[int, int] = {}
@@ -413,6 +448,7 @@ def assert_zkpy_digests_match_apaches(workdir: str) -> None:
     for snap in files(workdir, "snapshot")[1:]:
         loaded = load_snapshot(snap.name, snap.read_bytes())
         assert loaded.digest is not None and digest_at[loaded.digest[0]] == loaded.digest[1], snap.name
+    return digest_at
 
 
 def test_zkpy_serves_the_tree_apache_left(apache_written: Written, tmp_path: Path) -> None:
@@ -420,11 +456,12 @@ def test_zkpy_serves_the_tree_apache_left(apache_written: Written, tmp_path: Pat
     assert len(logs) >= 4, "zookeeper.snapCount=50 rolls Apache's log"
     assert len(files(apache_written.workdir, "snapshot")) >= 4, "zookeeper.snapCount=50 makes Apache snapshot"
     assert all(p.stat().st_size < 1 << 20 for p in logs), "zookeeper.preAllocSize=64 (KiB), not 64 MiB"
-    assert_zkpy_digests_match_apaches(apache_written.workdir)
+    digest_at = assert_zkpy_digests_match_apaches(apache_written.workdir)
+    races = snapshots_ahead_of_their_digest(apache_written.workdir, digest_at)
     zkpy = start_zkpy(ZKPY_SETTINGS, workdir=copy_data(apache_written.workdir, tmp_path))
     try:
         assert_same_tree(apache_written.dump, dump_tree(zkpy))
-        assert_zkpy_loaded_cleanly(zkpy)
+        assert_zkpy_loaded_cleanly(zkpy, races)
     finally:
         zkpy.stop()
 

@@ -291,6 +291,7 @@ def _run(config: ServerConfig, faults: FaultPlan | None = None) -> None:
     from zkpy.storage.txnlog import CorruptLogError
 
     bar = RecoveryBar(progress_wanted(output_to_stdout=False))
+    progress = bar if bar.enabled else None  # (a replay with a progress total counts the logs' txns first)
 
     async def runner() -> None:
         stop = asyncio.Event()
@@ -300,9 +301,9 @@ def _run(config: ServerConfig, faults: FaultPlan | None = None) -> None:
         if config.quorum is not None and config.quorum.is_ensemble:
             from zkpy.runtime.peer import serve_quorum
 
-            await serve_quorum(config, stop, faults, recovery_progress=bar)
+            await serve_quorum(config, stop, faults, recovery_progress=progress)
         else:
-            await serve(config, stop, faults, recovery_progress=bar)
+            await serve(config, stop, faults, recovery_progress=progress)
 
     try:
         try:

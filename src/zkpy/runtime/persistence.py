@@ -264,6 +264,7 @@ class Persistence:
         writer = self.snapshot
         assert writer is not None and self.loop is not None
         disk = self.disk
+        assert isinstance(disk, OsDisk)  # (_can_fork)
 
         def write_in_child() -> None:  # runs in the child only: no loop, no logging
             f = disk.create(path)
@@ -272,7 +273,9 @@ class Persistence:
                 f.write(writer.step(SNAPSHOT_CHILD_STEP_NODES))
                 if f.position - synced >= SNAPSHOT_CHILD_SYNC_BYTES:
                     t = time.monotonic()
-                    f.sync()  # small flushes: a large one would hold up the log's fsync behind it
+                    # small flushes, written back without a journal commit of their own: a large
+                    # flush would hold up the log's fdatasync behind it
+                    f.write_back(synced, f.position)
                     synced = f.position
                     time.sleep(time.monotonic() - t)  # and at most half the disk's time
             f.write(writer.finish())

@@ -34,8 +34,9 @@ from zkpy.ids import zxid_epoch
 from zkpy.storage.disk import Disk
 from zkpy.storage.files import DataDirs, logs_after
 from zkpy.storage.snapshot import PROGRESS_EVERY, SnapshotError, is_valid_snapshot, load_snapshot
-from zkpy.storage.txnlog import CorruptLogError, scan_log
-from zkpy.tree.datatree import DataTree
+from zkpy.storage.txnlog import CorruptLogError, LogScan, count_records, decode_payload, scan_log
+from zkpy.tree.datatree import DataTree, TxnFailed
+from zkpy.wire.txn import TxnHeader
 
 Log = Callable[[str], None]
 Progress = Callable[[str, int, int], None]  # (phase, done, total): see the module doc
@@ -113,58 +114,90 @@ def _load_newest_snapshot(disk: Disk, snaps: list[tuple[int, str]], log: Log,
 
 def _replay(disk: Disk, result: Recovered, logs: list[tuple[int, str]], log: Log,
             progress: Progress | None) -> None:
+    """Scan the logs in order, applying each txn as it is read (no list of decoded entries: a
+    log of a million txns would hold a million records at once). A damaged log is classified
+    as it is met, but a fault only counts once a later log turns out to hold txns; files are
+    truncated or removed only after every log was read and applied."""
     tree = result.tree
     start = tree.last_processed_zxid
-    scans = []
-    for _, path in logs:
-        scans.append(scan_log(path, disk.read(path), after_zxid=start))
-    last_with_txns = max((i for i, s in enumerate(scans) if s.entries), default=-1)
-    for i, scan in enumerate(scans):
-        later_has_txns = i < last_with_txns
-        if not scan.header_ok:
-            if later_has_txns:
-                raise CorruptLogError(scan.path, 0, "missing or bad file header before later logs")
-            disk.remove(scan.path)
-            result.removed.append(scan.path)
-            log(f"removed log {scan.path}: no complete header (created just before a crash)")
-            continue
-        if scan.torn:
-            if later_has_txns:
-                raise CorruptLogError(scan.path, scan.good_end, "unreadable record before later logs")
-            disk.truncate(scan.path, scan.good_end)
-            result.truncated.append(f"{scan.path}@{scan.good_end}")
-            log(f"truncated torn tail of {scan.path} at offset {scan.good_end}")
     digest = result.snapshot_digest
     if digest is not None and digest[0] <= start:
         _compare_digest(result, tree, digest, log)
         digest = None
+    datas = [disk.read(path) for _, path in logs]
+    total = 0
+    if progress is not None:  # a first pass that only counts (the sizes are not known before)
+        total = sum(count_records(data, start) for data in datas)
+    tail: deque[memoryview] = deque(maxlen=REPLAYED_TAIL)
+    pending: tuple[str, int, str] | None = None  # (path, offset, what) of a fault, if txns follow it
     last = start
-    total = sum(len(scan.entries) for scan in scans) if progress is not None else 0
-    for scan in scans:
-        for entry in scan.entries:
-            zxid = entry.hdr.zxid
-            if zxid <= start:
-                continue
-            if zxid <= last:
-                raise CorruptLogError(scan.path, entry.offset, f"zxid 0x{zxid:x} does not follow 0x{last:x}")
-            if zxid > last + 1 and zxid_epoch(zxid) == zxid_epoch(last):
-                # within an epoch every zxid is logged: a gap means a missing or cut log file
-                raise RecoveryError(f"{scan.path}: txns 0x{last + 1:x}..0x{zxid - 1:x} are missing before "
-                                    f"offset {entry.offset}: refusing to start with a partial history")
-            tree.apply(entry.hdr, entry.txn)
-            tree.events.clear()
-            result.replayed_tail.append((entry.hdr, entry.txn))
-            last = zxid
-            result.txns_replayed += 1
-            if progress is not None and not result.txns_replayed % PROGRESS_EVERY:
-                progress("replay", result.txns_replayed, total)
-            if digest is not None and zxid == digest[0]:
-                _compare_digest(result, tree, digest, log)
-                digest = None
+    replayed = 0
+    create_node = tree.create_node
+    apply = tree.apply
+    path = ""
+
+    def sink(offset: int, head: tuple[int, int, int, int, int], txn: Any, payload: memoryview) -> None:
+        nonlocal last, replayed, digest, pending
+        if pending is not None:
+            raise CorruptLogError(pending[0], pending[1], pending[2])
+        zxid = head[2]
+        if zxid <= last:
+            raise CorruptLogError(path, offset, f"zxid 0x{zxid:x} does not follow 0x{last:x}")
+        if zxid > last + 1 and zxid_epoch(zxid) == zxid_epoch(last):
+            # within an epoch every zxid is logged: a gap means a missing or cut log file
+            raise RecoveryError(f"{path}: txns 0x{last + 1:x}..0x{zxid - 1:x} are missing before "
+                                f"offset {offset}: refusing to start with a partial history")
+        if type(txn) is tuple:  # a plain create (txnlog.FastCreate): DataTree.apply's create, no result
+            try:
+                create_node(txn[0], txn[1], txn[2], head[0] if txn[3] else 0, txn[4], zxid, head[3], False)
+            except TxnFailed:
+                pass
+        else:
+            apply(TxnHeader(*head), txn)
+        tail.append(payload)
+        last = zxid
+        replayed += 1
+        if progress is not None and not replayed % PROGRESS_EVERY:
+            progress("replay", replayed, total)
+        if digest is not None and zxid == digest[0]:
+            tree.settle_digests()
+            _compare_digest(result, tree, digest, log)
+            digest = None
+            tree.defer_parent_digests()
+
+    cuts: list[LogScan] = []
+    removes: list[str] = []
+    tree.defer_parent_digests()
+    try:
+        for (_, path), data in zip(logs, datas, strict=True):
+            scan = scan_log(path, data, after_zxid=start, sink=sink)
+            if not scan.header_ok:
+                pending = (scan.path, 0, "missing or bad file header before later logs")
+                removes.append(scan.path)
+            elif scan.torn:
+                pending = (scan.path, scan.good_end, "unreadable record before later logs")
+                cuts.append(scan)
+    finally:
+        tree.settle_digests()
+    del datas
+    tree.events.clear()
+    if last > tree.last_processed_zxid:
+        tree.last_processed_zxid = last
+    result.txns_replayed = replayed
+    result.replayed_tail.extend(decode_payload(bytes(p)) for p in tail)
+    tail.clear()
+    for scan in cuts:
+        disk.truncate(scan.path, scan.good_end)
+        result.truncated.append(f"{scan.path}@{scan.good_end}")
+        log(f"truncated torn tail of {scan.path} at offset {scan.good_end}")
+    for removed in removes:
+        disk.remove(removed)
+        result.removed.append(removed)
+        log(f"removed log {removed}: no complete header (created just before a crash)")
     if progress is not None and total:
-        progress("replay", result.txns_replayed, total)
-    if result.txns_replayed:
-        log(f"replayed {result.txns_replayed} txns up to zxid 0x{last:x}")
+        progress("replay", replayed, total)
+    if replayed:
+        log(f"replayed {replayed} txns up to zxid 0x{last:x}")
 
 
 def _compare_digest(result: Recovered, tree: DataTree, digest: tuple[int, int], log: Log) -> None:

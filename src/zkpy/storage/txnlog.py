@@ -51,14 +51,16 @@ import posixpath
 import re
 import struct
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from zkpy.errors import ProtocolError
 from zkpy.storage.disk import AppendFile, Disk, join
+from zkpy.tree.acl import OPEN_ACL_UNSAFE
 from zkpy.wire.consts import OpCode
-from zkpy.wire.jute import Record
+from zkpy.wire.jute import Record, vector_codec
 from zkpy.wire.proto import ACL
 from zkpy.wire.txn import (
     TXN_RECORDS,
@@ -284,29 +286,119 @@ def _valid_after(data: bytes, view: memoryview, bad: int, limit: int, zxids: set
     return None
 
 
-def scan_log(path: str, data: bytes, after_zxid: int = -1) -> LogScan:
+# what a replay sink gets for the common creates, without building records:
+# (path, data, acl, ephemeral, parentCVersion); acl is OPEN_ACL_UNSAFE itself when the record holds it
+FastCreate = tuple[str, bytes | None, "tuple[ACL, ...] | list[ACL]", bool, int]
+ReplaySink = Callable[[int, tuple[int, int, int, int, int], "FastCreate | Record", memoryview], None]
+_TXN_HEADER = struct.Struct(">qiqqi")  # clientId cxid zxid time type
+_LEN = struct.Struct(">i")
+_CREATE_TAIL = struct.Struct(">?i")  # ephemeral, parentCVersion
+_READ_ACLS = vector_codec(ACL)[0]
+_FAST_CREATES = frozenset({int(OpCode.CREATE), int(OpCode.CREATE2)})
+_OPEN_ACL_BYTES = b"".join((b"\0\0\0\x01", struct.pack(">i", 31), b"\0\0\0\x05world", b"\0\0\0\x06anyone"))
+
+
+def _fast_create(payload: memoryview, pos: int) -> FastCreate | None:
+    """A CreateTxn at ``pos`` read straight into a tuple, or None when it is not one whose end
+    falls where a record ends (the generic decoder then reads it, with its fallbacks)."""
+    size = len(payload)
+    (n,) = _LEN.unpack_from(payload, pos)
+    pos += 4
+    end = pos + n
+    if n < 0 or end > size:
+        return None
+    path = str(payload[pos:end], "utf-8", "replace")
+    (n,) = _LEN.unpack_from(payload, end)
+    pos = end + 4
+    data: bytes | None
+    if n >= 0:
+        end = pos + n
+        if end > size:
+            return None
+        data = bytes(payload[pos:end])
+    elif n == -1:
+        data, end = None, pos
+    else:
+        return None
+    acl: tuple[ACL, ...] | list[ACL]
+    if payload[end:end + 27] == _OPEN_ACL_BYTES:
+        acl, pos = OPEN_ACL_UNSAFE, end + 27
+    else:
+        acl, pos = _READ_ACLS(payload, end)
+    if pos + 5 > size:
+        return None
+    ephemeral, pcv = _CREATE_TAIL.unpack_from(payload, pos)
+    pos += 5
+    if pos != size and size - pos < 12:
+        return None  # not a create of 3.8's shape followed by nothing or a digest
+    return path, data, acl, ephemeral, pcv
+
+
+_ZERO_BLOCK = bytes(1 << 16)
+
+
+def _content_end(data: bytes) -> int:
+    """``len(data.rstrip(b"\\0"))`` without copying the content (a log is tens of MiB of records
+    before its preallocated zeros): whole zero blocks are stepped over from the end first."""
+    end, block = len(data), len(_ZERO_BLOCK)
+    while end >= block and data[end - block:end] == _ZERO_BLOCK:
+        end -= block
+    start = max(0, end - block)
+    return start + len(data[start:end].rstrip(b"\0"))
+
+
+def scan_log(path: str, data: bytes, after_zxid: int = -1, sink: ReplaySink | None = None) -> LogScan:
     """Every record of the log file ``path`` whose bytes are ``data``; see the module doc for
     how the end is classified. Records with zxid <= ``after_zxid`` are checked (length, 'B',
     checksum, header) but their txn is not decoded and they are left out of ``entries``.
 
+    With ``sink``, the records after ``after_zxid`` are not kept in ``entries``: each is handed
+    to ``sink(offset, header, txn, payload)`` as soon as it is read, with the header as the tuple
+    (clientId, cxid, zxid, time, type) and the txn as a ``FastCreate`` tuple for a plain create
+    or create2, a Record otherwise; ``payload`` is the record's bytes (header, txn, digest), a
+    view into ``data``. Whatever the sink raises propagates. Recovery replays this way, with no
+    object per txn beyond what the tree keeps.
+
     Raises CorruptLogError if a bad record has a valid record after it."""
     if len(data) < HEADER_SIZE or data[:4] != _MAGIC_BYTES:
         return LogScan(path, [], 0, False, False)
-    limit = max(len(data.rstrip(b"\0")), HEADER_SIZE)  # records end in 'B', never in the zero tail
+    limit = max(_content_end(data), HEADER_SIZE)  # records end in 'B', never in the zero tail
     view = memoryview(data)
     entries: list[LogEntry] = []
     last_zxid = -1
     pos = HEADER_SIZE
+    frame = _FRAME.unpack_from
+    adler32 = zlib.adler32
     while pos < limit:
         try:
-            payload, end = _frame_at(view, pos, limit)
+            if sink is None:
+                payload, end = _frame_at(view, pos, limit)
+            else:  # _frame_at inlined: this loop runs once per txn of a replay
+                if pos + 12 > limit:
+                    raise _Bad("truncated record")
+                crc, length = frame(view, pos)
+                end = pos + 13 + length
+                if length < TXN_HEADER_SIZE or end > limit or view[end - 1] != END_OF_RECORD:
+                    payload, end = _frame_at(view, pos, limit)  # says what is wrong
+                payload = view[pos + 12:end - 1]
+                if adler32(payload) != crc:
+                    raise _Bad("checksum mismatch")
             zxid = _ZXID.unpack_from(payload, ZXID_OFFSET - 12)[0]
             if zxid > after_zxid:
-                try:
-                    hdr, txn, digest = _decode_payload(payload)
-                except _DECODE_ERRORS as exc:
-                    raise _Bad(f"undecodable txn ({exc})") from exc
-                entries.append(LogEntry(hdr, txn, digest, pos, end))
+                if sink is not None:
+                    try:
+                        head = _TXN_HEADER.unpack_from(payload, 0)
+                        fast = _fast_create(payload, TXN_HEADER_SIZE) if head[4] in _FAST_CREATES else None
+                        txn: FastCreate | Record = fast if fast is not None else _decode_payload(payload)[1]
+                    except _DECODE_ERRORS as exc:
+                        raise _Bad(f"undecodable txn ({exc})") from exc
+                    sink(pos, head, txn, payload)
+                else:
+                    try:
+                        hdr, txn, digest = _decode_payload(payload)
+                    except _DECODE_ERRORS as exc:
+                        raise _Bad(f"undecodable txn ({exc})") from exc
+                    entries.append(LogEntry(hdr, txn, digest, pos, end))
             last_zxid = zxid
         except _Bad as exc:
             bad_zxid = _zxid_in_header(view, pos, limit)
@@ -321,6 +413,27 @@ def scan_log(path: str, data: bytes, after_zxid: int = -1) -> LogScan:
             return LogScan(path, entries, pos, True, True, last_zxid)
         pos = end
     return LogScan(path, entries, pos, False, True, last_zxid)
+
+
+def count_records(data: bytes, after_zxid: int = -1) -> int:
+    """How many records with zxid > ``after_zxid`` the log ``data`` holds up to its first
+    record whose frame does not hold (length and 'B' only; no checksum): for a progress total."""
+    if len(data) < HEADER_SIZE or data[:4] != _MAGIC_BYTES:
+        return 0
+    limit = len(data)
+    frame = _FRAME.unpack_from
+    zxid_at = _ZXID.unpack_from
+    count = 0
+    pos = HEADER_SIZE
+    while pos + 12 <= limit:
+        length = frame(data, pos)[1]
+        end = pos + 13 + length
+        if length < TXN_HEADER_SIZE or end > limit or data[end - 1] != END_OF_RECORD:
+            break
+        if zxid_at(data, pos + ZXID_OFFSET)[0] > after_zxid:
+            count += 1
+        pos = end
+    return count
 
 
 # --- writing ---

@@ -125,6 +125,8 @@ class TxnResult:
 class DataTree:
     """The in-memory database every replica holds."""
 
+    _dirty: dict[str, Node]  # only while deferring parent digests (see defer_parent_digests)
+
     def __init__(self) -> None:
         self.nodes: dict[str, Node] = {}
         self.ephemerals: dict[int, set[str]] = {}
@@ -194,6 +196,51 @@ class DataTree:
     def _rehash(self, path: str, node: Node) -> None:
         node.digest = self.node_digest(path, node)
         self.digest = (self.digest + node.digest) & _MASK64
+
+    _rehash_parent = _rehash  # a parent after a child's create or delete (deferred while replaying)
+
+    # ---- deferred parent digests (replay) ----
+    # A replayed create rehashes its parent; a parent of a thousand children would be hashed a
+    # thousand times. While deferring, a parent that changed leaves the total once (its digest
+    # subtracted) and waits in ``_dirty`` until ``settle_digests`` hashes it once. Instance
+    # attributes shadow the three methods meanwhile, so the live path pays nothing for this.
+
+    def defer_parent_digests(self) -> None:
+        """Until ``settle_digests``, hash changed parents once, not per child; ``digest`` is not
+        current meanwhile."""
+        if "_dirty" in self.__dict__:
+            return
+        dirty: dict[str, Node] = {}
+        self._dirty = dirty
+        mask = _MASK64
+
+        # by identity: a dirty node deleted and created again is another node, in the total
+        def unhash(path: str, node: Node) -> None:
+            if dirty.get(path) is not node:
+                self.digest = (self.digest - node.digest) & mask
+
+        def rehash(path: str, node: Node) -> None:
+            if dirty.get(path) is not node:  # (a dirty one is out of the total: settled later)
+                DataTree._rehash(self, path, node)
+
+        def rehash_parent(path: str, node: Node) -> None:
+            dirty[path] = node  # its unhash came first: out of the total until settled
+
+        self._unhash = unhash  # type: ignore[method-assign]
+        self._rehash = rehash  # type: ignore[method-assign]
+        self._rehash_parent = rehash_parent  # type: ignore[method-assign]
+
+    def settle_digests(self) -> None:
+        """Hash every parent left waiting by ``defer_parent_digests`` and stop deferring:
+        ``digest`` is current again."""
+        dirty: dict[str, Node] | None = self.__dict__.pop("_dirty", None)
+        if dirty is None:
+            return
+        del self._unhash, self._rehash, self._rehash_parent
+        nodes = self.nodes
+        for path, node in dirty.items():
+            if nodes.get(path) is node:
+                DataTree._rehash(self, path, node)
 
     def intern_acl(self, acl: list[ACL] | tuple[ACL, ...]) -> tuple[ACL, ...]:
         """One shared tuple per distinct ACL (ZooKeeper's ReferenceCountedACLCache, minus the counts)."""
@@ -267,7 +314,7 @@ class DataTree:
                 self._apply_multi(rc, txn, zxid, time, session, subs)
             else:
                 rc.err = Code.UNIMPLEMENTED
-        except _TxnFailed as exc:
+        except TxnFailed as exc:
             rc.err = exc.code
         return rc
 
@@ -290,12 +337,14 @@ class DataTree:
                 rc.err = sub_rc.err
 
     def create_node(self, path: str, data: bytes | None, acl: list[ACL] | tuple[ACL, ...], owner: int,
-                    parent_cversion: int, zxid: int, time: int) -> Stat:
-        parent_path = parent_of(path)
+                    parent_cversion: int, zxid: int, time: int, want_stat: bool = True) -> Stat | None:
+        """Create ``path``; its Stat (None with ``want_stat`` False: replay needs none)."""
+        slash = path.rfind("/")
+        parent_path = path[:slash] if slash > 0 else "/"
         parent = self.nodes.get(parent_path)
         if parent is None:
-            raise _TxnFailed(Code.NONODE)
-        name = basename(path)
+            raise TxnFailed(Code.NONODE)
+        name = path[slash + 1:]
         if name in parent.children:
             # replay over a fuzzy snapshot: only move the parent's cversion forward, and give the
             # node this txn created its ACL (a fuzzy snapshot may name an ACL it lacks; ZOOKEEPER-4846)
@@ -305,8 +354,8 @@ class DataTree:
             if parent_cversion > parent.cversion:
                 self._unhash(parent_path, parent)
                 parent.cversion, parent.pzxid = parent_cversion, zxid
-                self._rehash(parent_path, parent)
-            raise _TxnFailed(Code.NODEEXISTS)
+                self._rehash_parent(parent_path, parent)
+            raise TxnFailed(Code.NODEEXISTS)
         self._unhash(parent_path, parent)
         if parent_cversion == -1:
             parent_cversion = parent.cversion + 1
@@ -314,40 +363,47 @@ class DataTree:
             parent.cversion = parent_cversion
             parent.pzxid = zxid
         parent.children[name] = None
-        self._rehash(parent_path, parent)
-        node = Node(data, self.intern_acl(acl), zxid, time, owner)
-        self._put(path, node)
-        kind = ephemeral_kind(owner)
-        if kind == "container":
-            self.containers.add(path)
-        elif kind == "ttl":
-            self.ttls.add(path)
-        elif kind == "normal":
-            self.ephemerals.setdefault(owner, set()).add(path)
-        stat = node.stat()  # before a stats znode is counted: ZooKeeper copies the stat first
+        self._rehash_parent(parent_path, parent)
+        node = Node(data, acl if acl is OPEN_ACL_UNSAFE else self.intern_acl(acl), zxid, time, owner)
+        self.nodes[path] = node  # _put, inlined: a replay runs this a million times
+        self.data_size += len(path) + (len(data) if data else 0)
+        node.digest = self.node_digest(path, node)
+        self.digest = (self.digest + node.digest) & _MASK64
+        if owner:
+            kind = ephemeral_kind(owner)
+            if kind == "container":
+                self.containers.add(path)
+            elif kind == "ttl":
+                self.ttls.add(path)
+            else:
+                self.ephemerals.setdefault(owner, set()).add(path)
+        # before a stats znode is counted: ZooKeeper copies the stat first
+        stat = node.stat() if want_stat else None
         if parent_path.startswith(QUOTA_ROOT):
             self._quota_node_created(parent_path, name)
         if self.quotas.paths:  # (no call on the hot path while no quota is set)
             root = self.quotas.deepest(path)
             if root is not None:
                 self._count_quota(root, len(data) if data else 0, 1)
-        self._fire(self.data_watches, path, EventType.NODE_CREATED, node.acl)
-        self._fire(self.child_watches, parent_path, EventType.NODE_CHILDREN_CHANGED, parent.acl)
+        if self.data_watches.by_path:
+            self._fire(self.data_watches, path, EventType.NODE_CREATED, node.acl)
+        if self.child_watches.by_path:
+            self._fire(self.child_watches, parent_path, EventType.NODE_CHILDREN_CHANGED, parent.acl)
         return stat
 
     def delete_node(self, path: str, zxid: int) -> None:
         parent_path = parent_of(path)
         parent = self.nodes.get(parent_path)
         if parent is None:
-            raise _TxnFailed(Code.NONODE)
+            raise TxnFailed(Code.NONODE)
         self._unhash(parent_path, parent)
         parent.children.pop(basename(path), None)
         if zxid > parent.pzxid:
             parent.pzxid = zxid
-        self._rehash(parent_path, parent)
+        self._rehash_parent(parent_path, parent)
         node = self.nodes.pop(path, None)
         if node is None:
-            raise _TxnFailed(Code.NONODE)
+            raise TxnFailed(Code.NONODE)
         self._unhash(path, node)
         self.data_size -= len(path) + (len(node.data) if node.data else 0)
         kind = ephemeral_kind(node.ephemeral_owner)
@@ -376,7 +432,7 @@ class DataTree:
     def set_data(self, path: str, data: bytes | None, version: int, zxid: int, time: int) -> Stat:
         node = self.nodes.get(path)
         if node is None:
-            raise _TxnFailed(Code.NONODE)
+            raise TxnFailed(Code.NONODE)
         self._unhash(path, node)
         diff = (len(data) if data else 0) - (len(node.data) if node.data else 0)
         self.data_size += diff
@@ -392,7 +448,7 @@ class DataTree:
     def set_acl(self, path: str, acl: list[ACL] | tuple[ACL, ...], version: int) -> Stat:
         node = self.nodes.get(path)
         if node is None:
-            raise _TxnFailed(Code.NONODE)
+            raise TxnFailed(Code.NONODE)
         self._unhash(path, node)
         node.acl, node.aversion = self.intern_acl(acl), version
         self._rehash(path, node)
@@ -474,7 +530,7 @@ class DataTree:
         for path in targets:
             try:
                 self.delete_node(path, zxid)
-            except _TxnFailed:
+            except TxnFailed:
                 pass
         self.ephemerals.pop(session, None)
 
@@ -492,7 +548,9 @@ class DataTree:
         self.child_watches.drop_watcher(watcher)
 
 
-class _TxnFailed(Exception):
+class TxnFailed(Exception):
+    """A txn that cannot apply (its ZooKeeper error code): the tree is unchanged by it."""
+
     def __init__(self, code: int) -> None:
         super().__init__(code)
         self.code = int(code)

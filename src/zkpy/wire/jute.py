@@ -121,7 +121,7 @@ def write_ustring(out: bytearray, value: str | None) -> None:
         out += data
 
 
-def _vector_codec(elem: Any) -> tuple[Any, Any]:
+def vector_codec(elem: Any) -> tuple[Any, Any]:
     """Reader and writer for vector<elem>; a null vector decodes to []."""
     r_one: Any
     w_one: Any
@@ -217,7 +217,7 @@ def jute_record(cls: type[T]) -> type[T]:
             rlines.append(f"    {name}, pos = _rs(buf, pos)")
             wlines.append(f"    _ws(out, self.{name})")
         elif isinstance(jt, tuple):
-            rv, wv = _vector_codec(jt[1])
+            rv, wv = vector_codec(jt[1])
             ns[f"_rv_{name}"], ns[f"_wv_{name}"] = rv, wv
             rlines.append(f"    {name}, pos = _rv_{name}(buf, pos)")
             wlines.append(f"    _wv_{name}(out, self.{name})")

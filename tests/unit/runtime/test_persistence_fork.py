@@ -87,3 +87,20 @@ def test_with_injected_faults_the_snapshot_is_sliced_on_the_loop(tmp_path: Path,
     # sliced while the tree changes: fuzzy, every node written as it is when its slice comes
     assert set(loaded.nodes) <= set(before) | {"/after"}
     assert set(before) <= set(loaded.nodes)
+
+
+def test_write_back_flushes_a_range_and_leaves_the_bytes_readable(tmp_path: Path) -> None:
+    """The forked writer's per-MiB flush (sync_file_range + DONTNEED where Linux has it, a
+    sync elsewhere): the file reads back whole, whatever was dropped from the page cache."""
+    disk = OsDisk()
+    path = str(tmp_path / "f")
+    f = disk.create(path)
+    chunks = [bytes([i]) * (1 << 20) for i in range(1, 4)]
+    synced = 0
+    for chunk in chunks:
+        f.write(chunk)
+        f.write_back(synced, f.position)
+        synced = f.position
+    f.sync()
+    f.close()
+    assert disk.read(path) == b"".join(chunks)

@@ -116,3 +116,27 @@ def test_path_rules_match_zookeeper() -> None:
            "/\ue000", "/\ufff0", "/\U0001F600"]
     assert [p for p in good if path_error(p)] == []
     assert [p for p in bad if not path_error(p)] == []
+
+
+def test_deferred_parent_digests_settle_to_the_live_digest() -> None:
+    """Replay defers parent digests; a parent changed, deleted, created again and then given
+    children of its own must still be counted once (by node, not by path)."""
+    ops = [("c", "/a"), ("c", "/a/b"), ("s", "/a"), ("d", "/a/b"), ("d", "/a"), ("c", "/a"), ("c", "/a/c"),
+           ("c", "/a/c/d"), ("s", "/a/c"), ("c", "/e"), ("d", "/a/c/d"), ("s", "/a")]
+    live, deferred = DataTree(), DataTree()
+    deferred.defer_parent_digests()
+    for zxid, (op, path) in enumerate(ops, 1):
+        for tree in (live, deferred):
+            if op == "c":
+                tree.create_node(path, b"x", OPEN_ACL_UNSAFE, 0, -1, zxid, zxid)
+            elif op == "d":
+                tree.delete_node(path, zxid)
+            else:
+                tree.set_data(path, b"y%d" % zxid, zxid, zxid, zxid)
+        if zxid == 6:
+            deferred.settle_digests()
+            assert deferred.digest == live.digest
+            deferred.defer_parent_digests()
+    deferred.settle_digests()
+    assert deferred.digest == live.digest
+    assert live.digest == sum(DataTree.node_digest(p, n) for p, n in live.nodes.items()) & ((1 << 64) - 1)
