@@ -61,22 +61,17 @@ from zkpy.tree.acl import has_permission
 from zkpy.tree.datatree import DataTree, TxnResult, ephemeral_kind, ttl_of
 from zkpy.wire.consts import CreateMode, OpCode, Perms, Xid
 from zkpy.wire.jute import INT
-from zkpy.wire.multi import Op, OpResult, read_multi_request, write_multi_response
+from zkpy.wire.multi import Op, read_multi_request
 from zkpy.wire.proto import (
     AuthPacket,
-    Create2Response,
     CreateRequest,
-    CreateResponse,
     CreateTTLRequest,
     DeleteRequest,
-    GetDataResponse,
     Id,
     ReconfigRequest,
     ReplyHeader,
     SetACLRequest,
-    SetACLResponse,
     SetDataRequest,
-    SetDataResponse,
 )
 from zkpy.wire.txn import ErrorTxn, TxnHeader
 
@@ -118,6 +113,9 @@ _REQUEST_HEADER = struct.Struct(">ii")
 _SMALL_REPLY = 128  # a reply's expected bytes, beyond the data or child names it carries
 _CHILD_NAME_ESTIMATE = 32  # expected bytes per child name in a getChildren reply
 _REPLY_HEADER = struct.Struct(">iqi")
+_MULTI_HEADER = struct.Struct(">i?i")  # MultiHeader: type, done, err
+_MULTI_ERROR = struct.Struct(">i?ii")  # an ErrorResult: its MultiHeader and ErrorResponse
+_MULTI_END = _MULTI_HEADER.pack(-1, True, -1)
 
 
 @dataclass(slots=True)
@@ -486,7 +484,7 @@ class ServerCore:
             return True
         if op not in (OpCode.CREATE, OpCode.CREATE2, OpCode.MULTI):
             return False
-        request, error = self._decode_write(op, body, f"{conn.ip}:{conn.port}")
+        request, error = self._decode_write(op, body, conn)
         if error is not None or not needs_global(op, request):
             return False
         if not local.upgrading_enabled:
@@ -637,7 +635,7 @@ class ServerCore:
 
     def _submit_write(self, conn: Connection, xid: int, op: int, body: bytes,
                       ephemeral_error: ZookeeperError | None = None) -> None:
-        request, error = self._decode_write(op, body, f"{conn.ip}:{conn.port}")
+        request, error = self._decode_write(op, body, conn)
         if op == OpCode.CREATE_SESSION:
             # a client may not create sessions over an established one (ZooKeeper answers it with a
             # second ConnectResponse and no reply; zkpy refuses it with BadArguments)
@@ -647,7 +645,9 @@ class ServerCore:
             error = error or BadArgumentsError("createSession from a client")
         self._propose(op, request, conn, xid, conn.session_id, error, ephemeral_error=ephemeral_error)
 
-    def _decode_write(self, op: int, body: bytes, origin: str) -> tuple[Any, ZookeeperError | None]:
+    def _decode_write(self, op: int, body: bytes, origin: Connection | str) -> tuple[Any, ZookeeperError | None]:
+        """The request record of a write (MarshallingError if it does not decode); ``origin``
+        (a client's connection, or words naming the sender) is only formatted for the log line."""
         try:
             if op == OpCode.MULTI:
                 request: Any = _as_zookeeper_reads_multi(read_multi_request(body, 0)[0])
@@ -660,6 +660,8 @@ class ServerCore:
             _check_null_paths(op, request)
             error = None
         except (ProtocolError, ValueError, IndexError, struct.error, KeyError) as exc:
+            if isinstance(origin, Connection):
+                origin = f"{origin.ip}:{origin.port}"
             self.log_peer("undecodable", origin.rsplit(":", 1)[0], f"failed to decode {OP_NAMES.get(op, op)} from {origin}: {exc}")
             request, error = None, MarshallingError()
         return request, error
@@ -800,42 +802,59 @@ class ServerCore:
                 self._send(conn, payload)
 
     def _reply_write(self, conn: Connection, p: Proposal, rc: TxnResult) -> None:
+        """The reply to an applied write: header and body packed straight from the result (the
+        Stat is already the bytes ``Node.stat_bytes`` packed at apply time)."""
         zxid = self.tree.last_processed_zxid
         op = p.op
         self._account(conn, p.xid, op, zxid, p.received_ms)
         if p.error is not None:
-            self._send(conn, ReplyHeader(p.xid, zxid, int(p.error.code)).to_bytes())
+            self._send(conn, _REPLY_HEADER.pack(p.xid, zxid, int(p.error.code)))
         elif op == OpCode.MULTI:
-            out = bytearray(ReplyHeader(p.xid, zxid, 0).to_bytes())
-            write_multi_response(out, [self._multi_result(sub) for sub in rc.multi])
+            out = bytearray(_REPLY_HEADER.pack(p.xid, zxid, 0))
+            self._multi_reply(out, rc.multi)
             self._send(conn, bytes(out))
         elif rc.err:
-            self._send(conn, ReplyHeader(p.xid, zxid, rc.err).to_bytes())
+            self._send(conn, _REPLY_HEADER.pack(p.xid, zxid, rc.err))
         else:
-            body = b""
-            if op == OpCode.CREATE:
-                body = CreateResponse(rc.path).to_bytes()  # type: ignore[arg-type]
+            header = _REPLY_HEADER.pack(p.xid, zxid, 0)
+            if op == OpCode.SET_DATA or op == OpCode.SET_ACL:
+                self._send(conn, header + rc.stat)  # type: ignore[operator]
+            elif op == OpCode.CREATE:
+                path = rc.path.encode("utf-8")  # type: ignore[union-attr]
+                self._send(conn, header + INT.pack(len(path)) + path)
             elif op in (OpCode.CREATE2, OpCode.CREATE_TTL, OpCode.CREATE_CONTAINER):
-                body = Create2Response(rc.path, rc.stat).to_bytes()  # type: ignore[arg-type]
-            elif op == OpCode.SET_DATA:
-                body = SetDataResponse(rc.stat).to_bytes()  # type: ignore[arg-type]
-            elif op == OpCode.SET_ACL:
-                body = SetACLResponse(rc.stat).to_bytes()  # type: ignore[arg-type]
+                path = rc.path.encode("utf-8")  # type: ignore[union-attr]
+                self._send(conn, header + INT.pack(len(path)) + path + rc.stat)  # type: ignore[operator]
             elif op == OpCode.RECONFIG:  # the new config and its stat, as FinalRequestProcessor answers
-                body = GetDataResponse(p.txn.data, rc.stat).to_bytes()  # type: ignore[arg-type]
-            self._send(conn, ReplyHeader(p.xid, zxid, 0).to_bytes() + body)
+                data = p.txn.data
+                self._send(conn, header + INT.pack(len(data)) + data + rc.stat)
+            else:
+                self._send(conn, header)
         if op == OpCode.CLOSE_SESSION:
             conn.close("closeSession")
             self._dirty[conn] = None
 
     @staticmethod
-    def _multi_result(sub: TxnResult) -> OpResult:
-        if sub.type == OpCode.ERROR:
-            return OpResult(OpCode.ERROR, sub.err)
-        if sub.type in (OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL):
-            # ZooKeeper's CreateResult with a stat is always typed create2
-            return OpResult(OpCode.CREATE2, 0, path=sub.path, stat=sub.stat)
-        return OpResult(sub.type, 0, path=sub.path, stat=sub.stat)
+    def _multi_reply(out: bytearray, results: list[TxnResult]) -> None:
+        """A multi's results as MultiResponse carries them (``wire.multi.write_multi_response``'s
+        layout, packed straight from the results: one header and at most a path and a Stat per op)."""
+        for sub in results:
+            t = sub.type
+            if t == OpCode.ERROR:
+                out += _MULTI_ERROR.pack(OpCode.ERROR, False, sub.err, sub.err)
+                continue
+            if t in (OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL):
+                t = OpCode.CREATE2  # ZooKeeper's CreateResult with a stat is always typed create2
+            out += _MULTI_HEADER.pack(t, False, 0)
+            if t == OpCode.CREATE or t == OpCode.CREATE2:
+                path = sub.path.encode("utf-8")  # type: ignore[union-attr]
+                out += INT.pack(len(path))
+                out += path
+                if t == OpCode.CREATE2:
+                    out += sub.stat  # type: ignore[arg-type]
+            elif t == OpCode.SET_DATA:
+                out += sub.stat  # type: ignore[arg-type]
+        out += _MULTI_END
 
     def _account(self, conn: Connection, xid: int, op: int, zxid: int, received_ms: int) -> None:
         latency = self.now_ms - received_ms

@@ -244,7 +244,9 @@ class Prep:
             if self.config.enforce_quota:
                 self._check_quota(path, 0, length - node.data_length, time)
             version = _check_version(node.version, req.version, path)
-            self._add(node.changed(zxid, version=version, data_length=length))
+            # node.changed(zxid, version=version, data_length=length), without the keyword dict
+            self._add(ChangeRecord(zxid, path, True, version, node.cversion, node.aversion, node.ephemeral_owner,
+                                   node.child_count, node.acl, length))
             return SetDataTxn(path, req.data, version)
         if op == OpCode.SET_ACL:
             _check_live(live)

@@ -118,7 +118,7 @@ class TxnResult:
     type: int
     err: int = 0
     path: str | None = None
-    stat: Stat | None = None
+    stat: bytes | None = None  # the node's jute Stat as the reply carries it (``Node.stat_bytes``)
     multi: list[TxnResult] = field(default_factory=list)
 
 
@@ -254,7 +254,7 @@ class DataTree:
             elif op == OpCode.CHECK:
                 rc.path = txn.path
                 node = self.nodes.get(txn.path)
-                rc.stat = node.stat() if node else None
+                rc.stat = node.stat_bytes() if node else None
             elif op == OpCode.CLOSE_SESSION:
                 paths = txn.paths2Delete if isinstance(txn, CloseSessionTxn) else None
                 self.kill_session(session, zxid, paths)
@@ -290,7 +290,8 @@ class DataTree:
                 rc.err = sub_rc.err
 
     def create_node(self, path: str, data: bytes | None, acl: list[ACL] | tuple[ACL, ...], owner: int,
-                    parent_cversion: int, zxid: int, time: int) -> Stat:
+                    parent_cversion: int, zxid: int, time: int) -> bytes:
+        """Create ``path``; its Stat (packed) as the reply carries it."""
         parent_path = parent_of(path)
         parent = self.nodes.get(parent_path)
         if parent is None:
@@ -324,7 +325,7 @@ class DataTree:
             self.ttls.add(path)
         elif kind == "normal":
             self.ephemerals.setdefault(owner, set()).add(path)
-        stat = node.stat()  # before a stats znode is counted: ZooKeeper copies the stat first
+        stat = node.stat_bytes()  # before a stats znode is counted: ZooKeeper copies the stat first
         if parent_path.startswith(QUOTA_ROOT):
             self._quota_node_created(parent_path, name)
         if self.quotas.paths:  # (no call on the hot path while no quota is set)
@@ -373,7 +374,7 @@ class DataTree:
         self._fire(self.child_watches, path, EventType.NODE_DELETED, node.acl, processed)
         self._fire(self.child_watches, parent_path, EventType.NODE_CHILDREN_CHANGED, parent.acl)
 
-    def set_data(self, path: str, data: bytes | None, version: int, zxid: int, time: int) -> Stat:
+    def set_data(self, path: str, data: bytes | None, version: int, zxid: int, time: int) -> bytes:
         node = self.nodes.get(path)
         if node is None:
             raise _TxnFailed(Code.NONODE)
@@ -387,16 +388,16 @@ class DataTree:
             if root is not None:
                 self._count_quota(root, diff, 0)
         self._fire(self.data_watches, path, EventType.NODE_DATA_CHANGED, node.acl)
-        return node.stat()
+        return node.stat_bytes()
 
-    def set_acl(self, path: str, acl: list[ACL] | tuple[ACL, ...], version: int) -> Stat:
+    def set_acl(self, path: str, acl: list[ACL] | tuple[ACL, ...], version: int) -> bytes:
         node = self.nodes.get(path)
         if node is None:
             raise _TxnFailed(Code.NONODE)
         self._unhash(path, node)
         node.acl, node.aversion = self.intern_acl(acl), version
         self._rehash(path, node)
-        return node.stat()
+        return node.stat_bytes()
 
     # ---- quota bookkeeping (see quota.py) ----
 
