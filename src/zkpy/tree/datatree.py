@@ -21,7 +21,7 @@ from typing import Any
 
 from zkpy.errors import Code
 from zkpy.ids import to_signed64
-from zkpy.wire.consts import CONTAINER_EPHEMERAL_OWNER, TTL_MASK, EventType, OpCode
+from zkpy.wire.consts import CONTAINER_EPHEMERAL_OWNER, TTL_MASK, EventType, OpNum
 from zkpy.wire.proto import ACL, Stat
 from zkpy.wire.txn import CloseSessionTxn, ErrorTxn, MultiTxn, TxnHeader, decode_txn
 
@@ -42,7 +42,7 @@ from .watches import STANDARD, WatchTable
 _DIGEST_STAT = struct.Struct(">qqqqqiiiq")
 _STAT = struct.Struct(">qqqqiiiqiiq")  # jute Stat, packed straight from a node on the read path
 _MASK64 = (1 << 64) - 1
-_PLAIN_CREATES = frozenset({OpCode.CREATE, OpCode.CREATE2})
+_PLAIN_CREATES = frozenset({OpNum.CREATE, OpNum.CREATE2})
 
 
 class Node:
@@ -237,33 +237,33 @@ class DataTree:
                 owner = session if txn.ephemeral else 0
                 rc.path, rc.stat = txn.path, self.create_node(txn.path, txn.data, txn.acl, owner,
                                                               txn.parentCVersion, zxid, time)
-            elif op == OpCode.CREATE_CONTAINER:
+            elif op == OpNum.CREATE_CONTAINER:
                 rc.path, rc.stat = txn.path, self.create_node(txn.path, txn.data, txn.acl, CONTAINER_EPHEMERAL_OWNER,
                                                               txn.parentCVersion, zxid, time)
-            elif op == OpCode.CREATE_TTL:
+            elif op == OpNum.CREATE_TTL:
                 owner = to_signed64(TTL_MASK | txn.ttl)
                 rc.path, rc.stat = txn.path, self.create_node(txn.path, txn.data, txn.acl, owner,
                                                               txn.parentCVersion, zxid, time)
-            elif op in (OpCode.DELETE, OpCode.DELETE_CONTAINER):
+            elif op in (OpNum.DELETE, OpNum.DELETE_CONTAINER):
                 rc.path = txn.path
                 self.delete_node(txn.path, zxid)
-            elif op == OpCode.SET_DATA or op == OpCode.RECONFIG:  # a reconfig sets /zookeeper/config
+            elif op == OpNum.SET_DATA or op == OpNum.RECONFIG:  # a reconfig sets /zookeeper/config
                 rc.path, rc.stat = txn.path, self.set_data(txn.path, txn.data, txn.version, zxid, time)
-            elif op == OpCode.SET_ACL:
+            elif op == OpNum.SET_ACL:
                 rc.path, rc.stat = txn.path, self.set_acl(txn.path, txn.acl, txn.version)
-            elif op == OpCode.CHECK:
+            elif op == OpNum.CHECK:
                 rc.path = txn.path
                 node = self.nodes.get(txn.path)
                 rc.stat = node.stat_bytes() if node else None
-            elif op == OpCode.CLOSE_SESSION:
+            elif op == OpNum.CLOSE_SESSION:
                 paths = txn.paths2Delete if isinstance(txn, CloseSessionTxn) else None
                 self.kill_session(session, zxid, paths)
                 self.sessions.pop(session, None)
-            elif op == OpCode.CREATE_SESSION:
+            elif op == OpNum.CREATE_SESSION:
                 self.sessions[session] = txn.timeOut
-            elif op == OpCode.ERROR:
+            elif op == OpNum.ERROR:
                 rc.err = txn.err
-            elif op == OpCode.MULTI:
+            elif op == OpNum.MULTI:
                 self._apply_multi(rc, txn, zxid, time, session, subs)
             else:
                 rc.err = Code.UNIMPLEMENTED
@@ -275,15 +275,15 @@ class DataTree:
                      subs: list[tuple[int, Any]] | None) -> None:
         if subs is None:
             subs = [(t.type, decode_txn(t.type, t.data)) for t in txn.txns]
-        failed = any(t == OpCode.ERROR for t, _ in subs)
+        failed = any(t == OpNum.ERROR for t, _ in subs)
         post_failed = False
         for t, sub in subs:
             if isinstance(sub, ErrorTxn) and sub.err != 0:
                 post_failed = True
-            if failed and t != OpCode.ERROR:
+            if failed and t != OpNum.ERROR:
                 # a failed multi records its ops as errors; mirror ZooKeeper's layout
                 sub = ErrorTxn(int(Code.RUNTIMEINCONSISTENCY if post_failed else Code.OK))
-                t = OpCode.ERROR
+                t = OpNum.ERROR
             sub_rc = self._apply_one(t, sub, zxid, time, session)
             rc.multi.append(sub_rc)
             if sub_rc.err and not rc.err:

@@ -181,3 +181,10 @@ def test_acl_lists_read_in_turn_are_each_their_own(reqs: list[tuple[list[proto.A
             got.acl.append(proto.ACL(0, proto.Id("x", "y")))  # a caller's list: the memo keeps its own
         with pytest.raises((ProtocolError, struct.error)):
             proto.CreateRequest.read(data[: len(data) - 5], 0)
+
+
+def test_plain_int_opcodes_agree_with_the_enum() -> None:
+    """``OpNum`` (the request path's plain ints) has every OpCode member, with its value."""
+    from zkpy.wire.consts import OpCode, OpNum
+
+    assert {m.name: int(m) for m in OpCode} == {k: v for k, v in vars(OpNum).items() if k.isupper()}
