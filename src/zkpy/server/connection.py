@@ -51,7 +51,8 @@ class Connection:
     __slots__ = ("conn_id", "ip", "port", "decoder", "state", "session_id", "timeout_ms", "auth", "sasl",
                  "out", "old_client", "close_reason", "received", "sent", "outstanding", "established_ms",
                  "last_cxid", "last_zxid", "last_op", "last_response_ms", "last_latency", "min_latency",
-                 "max_latency", "total_latency", "latency_count", "paused", "out_bytes", "unsent", "owed")
+                 "max_latency", "total_latency", "latency_count", "paused", "out_bytes", "unsent", "owed",
+                 "closing")
 
     def __init__(self, conn_id: int, ip: str, port: int, max_buffer: int) -> None:
         self.conn_id = conn_id
@@ -83,6 +84,7 @@ class Connection:
         self.out_bytes = 0  # bytes in ``out``
         self.unsent = 0  # bytes the shell wrote that the socket has not taken yet (the shell keeps it)
         self.owed = 0  # bytes expected of the replies to reads queued behind this session's writes
+        self.closing = False  # state is CLOSING (a plain flag: it is read several times per request)
 
     def queue(self, data: bytes) -> None:
         """Append one framed packet to the output."""
@@ -121,11 +123,8 @@ class Connection:
     def close(self, reason: str) -> None:
         if self.state is not ConnState.CLOSING:
             self.state = ConnState.CLOSING
+            self.closing = True
             self.close_reason = reason
-
-    @property
-    def closing(self) -> bool:
-        return self.state is ConnState.CLOSING
 
     def add_auth(self, ident: Id) -> None:
         if ident not in self.auth:

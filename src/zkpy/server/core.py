@@ -59,65 +59,63 @@ from zkpy.server.sessions import SessionTracker, session_password
 from zkpy.server.x509 import X509IdError, x509_identities
 from zkpy.tree.acl import has_permission
 from zkpy.tree.datatree import DataTree, TxnResult, ephemeral_kind, ttl_of
-from zkpy.wire.consts import CreateMode, OpCode, Perms, Xid
+from zkpy.wire.consts import CreateMode, OpNum, Perms, Xid
 from zkpy.wire.jute import INT
-from zkpy.wire.multi import Op, OpResult, read_multi_request, write_multi_response
+from zkpy.wire.multi import Op, read_multi_request
 from zkpy.wire.proto import (
     AuthPacket,
-    Create2Response,
     CreateRequest,
-    CreateResponse,
     CreateTTLRequest,
     DeleteRequest,
-    GetDataResponse,
     Id,
     ReconfigRequest,
     ReplyHeader,
     SetACLRequest,
-    SetACLResponse,
     SetDataRequest,
-    SetDataResponse,
 )
 from zkpy.wire.txn import ErrorTxn, TxnHeader
 
 Log = Callable[[str], None]
 
 WRITE_RECORDS: dict[int, Any] = {  # the request record of each write with one (multi and the rest are read apart)
-    OpCode.CREATE: CreateRequest,
-    OpCode.CREATE2: CreateRequest,
-    OpCode.CREATE_CONTAINER: CreateRequest,
-    OpCode.CREATE_TTL: CreateTTLRequest,
-    OpCode.DELETE: DeleteRequest,
-    OpCode.SET_DATA: SetDataRequest,
-    OpCode.SET_ACL: SetACLRequest,
-    OpCode.RECONFIG: ReconfigRequest,
+    OpNum.CREATE: CreateRequest,
+    OpNum.CREATE2: CreateRequest,
+    OpNum.CREATE_CONTAINER: CreateRequest,
+    OpNum.CREATE_TTL: CreateTTLRequest,
+    OpNum.DELETE: DeleteRequest,
+    OpNum.SET_DATA: SetDataRequest,
+    OpNum.SET_ACL: SetACLRequest,
+    OpNum.RECONFIG: ReconfigRequest,
 }
 
 # Request.isValid of 3.8: what a client may send. Anything else is Unimplemented and closes.
 VALID_OPS = frozenset({
-    OpCode.CLOSE_SESSION, OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_TTL, OpCode.CREATE_CONTAINER,
-    OpCode.CREATE_SESSION, OpCode.DELETE, OpCode.DELETE_CONTAINER, OpCode.EXISTS, OpCode.GET_ACL,
-    OpCode.GET_CHILDREN, OpCode.GET_ALL_CHILDREN_NUMBER, OpCode.GET_CHILDREN2, OpCode.GET_DATA,
-    OpCode.GET_EPHEMERALS, OpCode.MULTI, OpCode.MULTI_READ, OpCode.PING, OpCode.RECONFIG, OpCode.SET_ACL,
-    OpCode.SET_DATA, OpCode.SET_WATCHES, OpCode.SET_WATCHES2, OpCode.SYNC, OpCode.CHECK_WATCHES,
-    OpCode.REMOVE_WATCHES, OpCode.ADD_WATCH, OpCode.WHO_AM_I,
+    OpNum.CLOSE_SESSION, OpNum.CREATE, OpNum.CREATE2, OpNum.CREATE_TTL, OpNum.CREATE_CONTAINER,
+    OpNum.CREATE_SESSION, OpNum.DELETE, OpNum.DELETE_CONTAINER, OpNum.EXISTS, OpNum.GET_ACL,
+    OpNum.GET_CHILDREN, OpNum.GET_ALL_CHILDREN_NUMBER, OpNum.GET_CHILDREN2, OpNum.GET_DATA,
+    OpNum.GET_EPHEMERALS, OpNum.MULTI, OpNum.MULTI_READ, OpNum.PING, OpNum.RECONFIG, OpNum.SET_ACL,
+    OpNum.SET_DATA, OpNum.SET_WATCHES, OpNum.SET_WATCHES2, OpNum.SYNC, OpNum.CHECK_WATCHES,
+    OpNum.REMOVE_WATCHES, OpNum.ADD_WATCH, OpNum.WHO_AM_I,
 })
 
 OP_NAMES: dict[int, str] = {
-    OpCode.PING: "PING", OpCode.CREATE_SESSION: "SESS", OpCode.MULTI: "MULT", OpCode.MULTI_READ: "MLTR",
-    OpCode.CREATE: "CREA", OpCode.CREATE2: "CREA", OpCode.CREATE_TTL: "CREA", OpCode.CREATE_CONTAINER: "CREA",
-    OpCode.DELETE: "DELE", OpCode.DELETE_CONTAINER: "DELE", OpCode.SET_DATA: "SETD", OpCode.RECONFIG: "RECO",
-    OpCode.SET_ACL: "SETA", OpCode.CLOSE_SESSION: "CLOS", OpCode.SYNC: "SYNC", OpCode.CHECK: "CHEC",
-    OpCode.EXISTS: "EXIS", OpCode.GET_DATA: "GETD", OpCode.SET_WATCHES: "SETW", OpCode.SET_WATCHES2: "STW2",
-    OpCode.ADD_WATCH: "ADDW", OpCode.GET_ACL: "GETA", OpCode.GET_CHILDREN: "GETC", OpCode.GET_CHILDREN2: "GETC",
-    OpCode.GET_ALL_CHILDREN_NUMBER: "GETACN", OpCode.CHECK_WATCHES: "CHKW", OpCode.REMOVE_WATCHES: "REMW",
-    OpCode.WHO_AM_I: "HOMI", OpCode.GET_EPHEMERALS: "GETE",
+    OpNum.PING: "PING", OpNum.CREATE_SESSION: "SESS", OpNum.MULTI: "MULT", OpNum.MULTI_READ: "MLTR",
+    OpNum.CREATE: "CREA", OpNum.CREATE2: "CREA", OpNum.CREATE_TTL: "CREA", OpNum.CREATE_CONTAINER: "CREA",
+    OpNum.DELETE: "DELE", OpNum.DELETE_CONTAINER: "DELE", OpNum.SET_DATA: "SETD", OpNum.RECONFIG: "RECO",
+    OpNum.SET_ACL: "SETA", OpNum.CLOSE_SESSION: "CLOS", OpNum.SYNC: "SYNC", OpNum.CHECK: "CHEC",
+    OpNum.EXISTS: "EXIS", OpNum.GET_DATA: "GETD", OpNum.SET_WATCHES: "SETW", OpNum.SET_WATCHES2: "STW2",
+    OpNum.ADD_WATCH: "ADDW", OpNum.GET_ACL: "GETA", OpNum.GET_CHILDREN: "GETC", OpNum.GET_CHILDREN2: "GETC",
+    OpNum.GET_ALL_CHILDREN_NUMBER: "GETACN", OpNum.CHECK_WATCHES: "CHKW", OpNum.REMOVE_WATCHES: "REMW",
+    OpNum.WHO_AM_I: "HOMI", OpNum.GET_EPHEMERALS: "GETE",
 }
 
 _REQUEST_HEADER = struct.Struct(">ii")
 _SMALL_REPLY = 128  # a reply's expected bytes, beyond the data or child names it carries
 _CHILD_NAME_ESTIMATE = 32  # expected bytes per child name in a getChildren reply
 _REPLY_HEADER = struct.Struct(">iqi")
+_MULTI_HEADER = struct.Struct(">i?i")  # MultiHeader: type, done, err
+_MULTI_ERROR = struct.Struct(">i?ii")  # an ErrorResult: its MultiHeader and ErrorResponse
+_MULTI_END = _MULTI_HEADER.pack(-1, True, -1)
 
 
 @dataclass(slots=True)
@@ -403,7 +401,7 @@ class ServerCore:
     def _new_session(self, conn: Connection, sid: int, timeout: int) -> None:
         """A client asked for a new session ``sid`` (its id is chosen): create it."""
         self.sessions.add(sid, timeout, self.now_ms)
-        self._propose(OpCode.CREATE_SESSION, timeout, conn, 0, sid, None)
+        self._propose(OpNum.CREATE_SESSION, timeout, conn, 0, sid, None)
 
     def _session_moved(self, conn: Connection, sid: int, passwd: bytes | None, timeout: int) -> bool:
         """A client resumes ``sid``; True when someone else must say whether it lives (a learner
@@ -432,10 +430,10 @@ class ServerCore:
         body = frame[8:]
         sid = conn.session_id
         self._seen(conn)
-        if op == OpCode.AUTH:
+        if op == OpNum.AUTH:
             self._auth(conn, xid, body)
             return
-        if op == OpCode.SASL:
+        if op == OpNum.SASL:
             self._sasl(conn, xid, body)
             return
         if self._enforced and not self._admitted(conn, xid):
@@ -453,7 +451,7 @@ class ServerCore:
             self._write(conn, xid, op, body)
             return
         read = QueuedRead(conn, xid, op, body, self.now_ms)
-        if op == OpCode.SYNC:
+        if op == OpNum.SYNC:
             self._sync(read)
             return
         if self.read_barrier > self.tree.last_processed_zxid:
@@ -486,16 +484,16 @@ class ServerCore:
         sid = conn.session_id
         if not local.is_local(sid):
             return False
-        if op == OpCode.CLOSE_SESSION:
+        if op == OpNum.CLOSE_SESSION:
             read = QueuedRead(conn, xid, op, body, self.now_ms)
             if sid in self.queues:
                 self._queue(read)
             else:
                 self._run_read(read)
             return True
-        if op not in (OpCode.CREATE, OpCode.CREATE2, OpCode.MULTI):
+        if op not in (OpNum.CREATE, OpNum.CREATE2, OpNum.MULTI):
             return False
-        request, error = self._decode_write(op, body, f"{conn.ip}:{conn.port}")
+        request, error = self._decode_write(op, body, conn)
         if error is not None or not needs_global(op, request):
             return False
         if not local.upgrading_enabled:
@@ -512,7 +510,7 @@ class ServerCore:
         the quorum before the request that needs it. Here (the leader) it is tracked as global at
         once, so that the request prepped next finds it."""
         self.sessions.add(sid, timeout, self.now_ms)
-        self._propose(OpCode.CREATE_SESSION, timeout, None, 0, sid, None)
+        self._propose(OpNum.CREATE_SESSION, timeout, None, 0, sid, None)
 
     def _close_local(self, r: QueuedRead) -> None:
         """A local session's closeSession, in its turn: its member forgets it; no txn."""
@@ -563,7 +561,7 @@ class ServerCore:
     def _reply_estimate(self, op: int, body: bytes) -> int:
         """About how many bytes the reply to a read will take: the node's data or child names as
         they are now (the read runs later, after the writes queued before it)."""
-        if op not in (OpCode.GET_DATA, OpCode.GET_CHILDREN, OpCode.GET_CHILDREN2):
+        if op not in (OpNum.GET_DATA, OpNum.GET_CHILDREN, OpNum.GET_CHILDREN2):
             return _SMALL_REPLY
         try:
             (n,) = INT.unpack_from(body, 0)
@@ -572,7 +570,7 @@ class ServerCore:
             return _SMALL_REPLY
         if node is None:
             return _SMALL_REPLY
-        if op == OpCode.GET_DATA:
+        if op == OpNum.GET_DATA:
             return _SMALL_REPLY + len(node.data or b"")
         return _SMALL_REPLY + _CHILD_NAME_ESTIMATE * len(node.children)
 
@@ -646,8 +644,8 @@ class ServerCore:
 
     def _submit_write(self, conn: Connection, xid: int, op: int, body: bytes,
                       ephemeral_error: ZookeeperError | None = None) -> None:
-        request, error = self._decode_write(op, body, f"{conn.ip}:{conn.port}")
-        if op == OpCode.CREATE_SESSION:
+        request, error = self._decode_write(op, body, conn)
+        if op == OpNum.CREATE_SESSION:
             # a client may not create sessions over an established one (ZooKeeper answers it with a
             # second ConnectResponse and no reply; zkpy refuses it with BadArguments)
             self.log_peer("createSession", conn.ip,
@@ -656,19 +654,23 @@ class ServerCore:
             error = error or BadArgumentsError("createSession from a client")
         self._propose(op, request, conn, xid, conn.session_id, error, ephemeral_error=ephemeral_error)
 
-    def _decode_write(self, op: int, body: bytes, origin: str) -> tuple[Any, ZookeeperError | None]:
+    def _decode_write(self, op: int, body: bytes, origin: Connection | str) -> tuple[Any, ZookeeperError | None]:
+        """The request record of a write (MarshallingError if it does not decode); ``origin``
+        (a client's connection, or words naming the sender) is only formatted for the log line."""
         try:
-            if op == OpCode.MULTI:
+            if op == OpNum.MULTI:
                 request: Any = _as_zookeeper_reads_multi(read_multi_request(body, 0)[0])
-            elif op == OpCode.DELETE_CONTAINER:
+            elif op == OpNum.DELETE_CONTAINER:
                 request = body.decode("utf-8", "replace")
-            elif op in (OpCode.CLOSE_SESSION, OpCode.CREATE_SESSION):
-                request = INT.unpack_from(body, 0)[0] if op == OpCode.CREATE_SESSION else None
+            elif op in (OpNum.CLOSE_SESSION, OpNum.CREATE_SESSION):
+                request = INT.unpack_from(body, 0)[0] if op == OpNum.CREATE_SESSION else None
             else:
                 request = WRITE_RECORDS[op].read(body, 0)[0]
             _check_null_paths(op, request)
             error = None
         except (ProtocolError, ValueError, IndexError, struct.error, KeyError) as exc:
+            if isinstance(origin, Connection):
+                origin = f"{origin.ip}:{origin.port}"
             self.log_peer("undecodable", origin.rsplit(":", 1)[0], f"failed to decode {OP_NAMES.get(op, op)} from {origin}: {exc}")
             request, error = None, MarshallingError()
         return request, error
@@ -681,24 +683,27 @@ class ServerCore:
         if auth is None:
             auth = conn.auth if conn is not None else [SUPER]
         if error is None:
-            live = self.sessions.is_live(session) or op == OpCode.CREATE_SESSION
+            live = self.sessions.is_live(session) or op == OpNum.CREATE_SESSION
             if self.local is not None:
                 live, ephemeral_error = self.local.checks(session, live, ephemeral_error, self._my_id)
             hdr, txn, error = self.prep.prep(op, request, session, xid, auth, zxid, self.wall_ms, live,
                                              ephemeral_error)
             if conn is not None and error is not None and (error.code == Code.BADARGUMENTS
-                                                           or op == OpCode.DELETE_CONTAINER):
+                                                           or op == OpNum.DELETE_CONTAINER):
                 self.log_peer("refused", conn.ip, f"{OP_NAMES.get(op, op)} from {conn.ip}:{conn.port} refused with "
                                                   f"{Code(error.code).name}: {error}")
         else:
-            hdr, txn = TxnHeader(session, xid, zxid, self.wall_ms, OpCode.ERROR), ErrorTxn(int(error.code))
-        if op == OpCode.CLOSE_SESSION and error is None:
+            hdr, txn = TxnHeader(session, xid, zxid, self.wall_ms, OpNum.ERROR), ErrorTxn(int(error.code))
+        if op == OpNum.CLOSE_SESSION and error is None:
             self.sessions.set_closing(session)
         p = Proposal(hdr, txn, conn, xid, op, error, self.now_ms, self.prep.last_subs if error is None else None)
         self._unapplied.append(p)
         self._out.append(Propose(hdr, txn))
         if conn is not None:
-            self.queues.setdefault(session, deque()).append(p)
+            queue = self.queues.get(session)
+            if queue is None:  # (not setdefault: that builds a deque per write)
+                queue = self.queues[session] = deque()
+            queue.append(p)
             conn.outstanding += 1
 
     # ---- after persistence ----
@@ -734,11 +739,11 @@ class ServerCore:
         self._deliver_events()
         session = p.hdr.clientId
         if self.local is not None and p.error is None:
-            if p.op == OpCode.CREATE_SESSION:
+            if p.op == OpNum.CREATE_SESSION:
                 self.local.committed(session)
-            elif p.op == OpCode.CLOSE_SESSION:
+            elif p.op == OpNum.CLOSE_SESSION:
                 self.local.closed(session)
-        if p.op == OpCode.CLOSE_SESSION and p.error is None:
+        if p.op == OpNum.CLOSE_SESSION and p.error is None:
             self.sessions.remove(session)
             owner = self.session_conn.pop(session, None)
             if p.conn is None and owner is not None:
@@ -750,7 +755,7 @@ class ServerCore:
         if queue and queue[0] is p:
             queue.popleft()
         conn.outstanding -= 1
-        if p.op == OpCode.CREATE_SESSION and p.error is None:
+        if p.op == OpNum.CREATE_SESSION and p.error is None:
             if conn.state is ConnState.AWAIT_SESSION:
                 self._established(conn)
                 self._process_frames(conn)
@@ -809,42 +814,59 @@ class ServerCore:
                 self._send(conn, payload)
 
     def _reply_write(self, conn: Connection, p: Proposal, rc: TxnResult) -> None:
+        """The reply to an applied write: header and body packed straight from the result (the
+        Stat is already the bytes ``Node.stat_bytes`` packed at apply time)."""
         zxid = self.tree.last_processed_zxid
         op = p.op
         self._account(conn, p.xid, op, zxid, p.received_ms)
         if p.error is not None:
-            self._send(conn, ReplyHeader(p.xid, zxid, int(p.error.code)).to_bytes())
-        elif op == OpCode.MULTI:
-            out = bytearray(ReplyHeader(p.xid, zxid, 0).to_bytes())
-            write_multi_response(out, [self._multi_result(sub) for sub in rc.multi])
+            self._send(conn, _REPLY_HEADER.pack(p.xid, zxid, int(p.error.code)))
+        elif op == OpNum.MULTI:
+            out = bytearray(_REPLY_HEADER.pack(p.xid, zxid, 0))
+            self._multi_reply(out, rc.multi)
             self._send(conn, bytes(out))
         elif rc.err:
-            self._send(conn, ReplyHeader(p.xid, zxid, rc.err).to_bytes())
+            self._send(conn, _REPLY_HEADER.pack(p.xid, zxid, rc.err))
         else:
-            body = b""
-            if op == OpCode.CREATE:
-                body = CreateResponse(rc.path).to_bytes()  # type: ignore[arg-type]
-            elif op in (OpCode.CREATE2, OpCode.CREATE_TTL, OpCode.CREATE_CONTAINER):
-                body = Create2Response(rc.path, rc.stat).to_bytes()  # type: ignore[arg-type]
-            elif op == OpCode.SET_DATA:
-                body = SetDataResponse(rc.stat).to_bytes()  # type: ignore[arg-type]
-            elif op == OpCode.SET_ACL:
-                body = SetACLResponse(rc.stat).to_bytes()  # type: ignore[arg-type]
-            elif op == OpCode.RECONFIG:  # the new config and its stat, as FinalRequestProcessor answers
-                body = GetDataResponse(p.txn.data, rc.stat).to_bytes()  # type: ignore[arg-type]
-            self._send(conn, ReplyHeader(p.xid, zxid, 0).to_bytes() + body)
-        if op == OpCode.CLOSE_SESSION:
+            header = _REPLY_HEADER.pack(p.xid, zxid, 0)
+            if op == OpNum.SET_DATA or op == OpNum.SET_ACL:
+                self._send(conn, header + rc.stat)  # type: ignore[operator]
+            elif op == OpNum.CREATE:
+                path = rc.path.encode("utf-8")  # type: ignore[union-attr]
+                self._send(conn, header + INT.pack(len(path)) + path)
+            elif op in (OpNum.CREATE2, OpNum.CREATE_TTL, OpNum.CREATE_CONTAINER):
+                path = rc.path.encode("utf-8")  # type: ignore[union-attr]
+                self._send(conn, header + INT.pack(len(path)) + path + rc.stat)  # type: ignore[operator]
+            elif op == OpNum.RECONFIG:  # the new config and its stat, as FinalRequestProcessor answers
+                data = p.txn.data
+                self._send(conn, header + INT.pack(len(data)) + data + rc.stat)
+            else:
+                self._send(conn, header)
+        if op == OpNum.CLOSE_SESSION:
             conn.close("closeSession")
             self._dirty[conn] = None
 
     @staticmethod
-    def _multi_result(sub: TxnResult) -> OpResult:
-        if sub.type == OpCode.ERROR:
-            return OpResult(OpCode.ERROR, sub.err)
-        if sub.type in (OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL):
-            # ZooKeeper's CreateResult with a stat is always typed create2
-            return OpResult(OpCode.CREATE2, 0, path=sub.path, stat=sub.stat)
-        return OpResult(sub.type, 0, path=sub.path, stat=sub.stat)
+    def _multi_reply(out: bytearray, results: list[TxnResult]) -> None:
+        """A multi's results as MultiResponse carries them (``wire.multi.write_multi_response``'s
+        layout, packed straight from the results: one header and at most a path and a Stat per op)."""
+        for sub in results:
+            t = sub.type
+            if t == OpNum.ERROR:
+                out += _MULTI_ERROR.pack(OpNum.ERROR, False, sub.err, sub.err)
+                continue
+            if t in (OpNum.CREATE_CONTAINER, OpNum.CREATE_TTL):
+                t = OpNum.CREATE2  # ZooKeeper's CreateResult with a stat is always typed create2
+            out += _MULTI_HEADER.pack(t, False, 0)
+            if t == OpNum.CREATE or t == OpNum.CREATE2:
+                path = sub.path.encode("utf-8")  # type: ignore[union-attr]
+                out += INT.pack(len(path))
+                out += path
+                if t == OpNum.CREATE2:
+                    out += sub.stat  # type: ignore[arg-type]
+            elif t == OpNum.SET_DATA:
+                out += sub.stat  # type: ignore[arg-type]
+        out += _MULTI_END
 
     def _account(self, conn: Connection, xid: int, op: int, zxid: int, received_ms: int) -> None:
         latency = self.now_ms - received_ms
@@ -868,11 +890,11 @@ class ServerCore:
             return
         op = r.op
         zxid = self.tree.last_processed_zxid
-        if op == OpCode.PING:
+        if op == OpNum.PING:
             self._account(conn, r.xid, op, zxid, r.received_ms)
             self._send(conn, _REPLY_HEADER.pack(Xid.PING, zxid, 0))
             return
-        if op == OpCode.CLOSE_SESSION:
+        if op == OpNum.CLOSE_SESSION:
             self._close_local(r)
             return
         try:
@@ -900,11 +922,11 @@ class ServerCore:
             s = self.sessions.sessions.get(sid)
             self.log(f"expiring session 0x{sid & 0xFFFFFFFFFFFFFFFF:x}, timeout of {s.timeout_ms if s else '?'}ms exceeded")
             self.metrics.counters["stale_sessions_expired"] += 1
-            self._propose(OpCode.CLOSE_SESSION, None, None, 0, sid, None)
+            self._propose(OpNum.CLOSE_SESSION, None, None, 0, sid, None)
         if self.now_ms - self.last_container_check >= self.config.container_check_interval_ms:
             self.last_container_check = self.now_ms
             for path in self.container_candidates()[: self.config.container_max_per_minute]:
-                self._propose(OpCode.DELETE_CONTAINER, path, None, 0, 0, None)
+                self._propose(OpNum.DELETE_CONTAINER, path, None, 0, 0, None)
 
     def container_candidates(self) -> list[str]:
         """Empty containers that once had a child, and childless TTL nodes past their TTL (ContainerManager)."""
@@ -972,7 +994,7 @@ class ServerStats:
         return self.total_latency / self.count if self.count else 0.0
 
 
-_CREATES = frozenset({OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL})
+_CREATES = frozenset({OpNum.CREATE, OpNum.CREATE2, OpNum.CREATE_CONTAINER, OpNum.CREATE_TTL})
 
 
 def _as_zookeeper_reads_multi(ops: list[Op]) -> list[Op]:
@@ -985,27 +1007,27 @@ def _as_zookeeper_reads_multi(ops: list[Op]) -> list[Op]:
         if o.type in _CREATES:
             flags = o.request.flags
             if flags in (CreateMode.PERSISTENT_WITH_TTL, CreateMode.PERSISTENT_SEQUENTIAL_WITH_TTL):
-                if o.type != OpCode.CREATE_TTL:
+                if o.type != OpNum.CREATE_TTL:
                     raise ProtocolError(f"TTL flags {flags} on a multi op of type {o.type}")
-                kind = OpCode.CREATE_TTL
+                kind = OpNum.CREATE_TTL
             elif flags == CreateMode.CONTAINER:
-                kind = OpCode.CREATE_CONTAINER
+                kind = OpNum.CREATE_CONTAINER
             else:
-                kind = OpCode.CREATE
+                kind = OpNum.CREATE
             if kind != o.type:
                 o = Op(kind, o.request)
         out.append(o)
     return out
 
 
-_NULL_PATH_FAILS = frozenset({OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL,
-                              OpCode.DELETE})
+_NULL_PATH_FAILS = frozenset({OpNum.CREATE, OpNum.CREATE2, OpNum.CREATE_CONTAINER, OpNum.CREATE_TTL,
+                              OpNum.DELETE})
 
 
 def _check_null_paths(op: int, request: Any) -> None:
     """ZooKeeper fails these writes, and a multi with any null path, with a marshalling error
     (setData, setACL and check validate the path instead: BadArguments)."""
-    if op == OpCode.MULTI:
+    if op == OpNum.MULTI:
         if any(o.request.path is None for o in request):
             raise ProtocolError("null path in multi")
     elif op in _NULL_PATH_FAILS and request.path is None:

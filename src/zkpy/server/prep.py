@@ -41,7 +41,7 @@ from zkpy.tree.acl import check_acl, fixup_acl
 from zkpy.tree.datatree import DataTree, ephemeral_kind
 from zkpy.tree.paths import parent_of, path_error
 from zkpy.tree.quota import check_limits, limit_path, limits_apply, parse_stats, stat_path, top_namespace
-from zkpy.wire.consts import CONTAINER_EPHEMERAL_OWNER, MAX_TTL_MS, TTL_MASK, CreateMode, OpCode, Perms
+from zkpy.wire.consts import CONTAINER_EPHEMERAL_OWNER, MAX_TTL_MS, TTL_MASK, CreateMode, OpNum, Perms
 from zkpy.wire.multi import Op
 from zkpy.wire.proto import ACL, Id, ReconfigRequest
 from zkpy.wire.txn import (
@@ -61,9 +61,9 @@ from zkpy.wire.txn import (
 )
 
 WRITE_OPS = frozenset({
-    OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL, OpCode.DELETE,
-    OpCode.DELETE_CONTAINER, OpCode.SET_DATA, OpCode.SET_ACL, OpCode.MULTI, OpCode.RECONFIG,
-    OpCode.CLOSE_SESSION, OpCode.CREATE_SESSION,
+    OpNum.CREATE, OpNum.CREATE2, OpNum.CREATE_CONTAINER, OpNum.CREATE_TTL, OpNum.DELETE,
+    OpNum.DELETE_CONTAINER, OpNum.SET_DATA, OpNum.SET_ACL, OpNum.MULTI, OpNum.RECONFIG,
+    OpNum.CLOSE_SESSION, OpNum.CREATE_SESSION,
 })
 
 
@@ -95,8 +95,8 @@ CONFIG_NODE = "/zookeeper/config"
 
 # create flags -> (ttl, ephemeral, sequential), CreateMode's properties looked up once per create
 _MODES = {int(m): (m.is_ttl, m.is_ephemeral, m.is_sequential) for m in CreateMode}
-_CREATE_OPS = frozenset({OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL})
-_MULTI_OPS = _CREATE_OPS | {OpCode.DELETE, OpCode.SET_DATA, OpCode.CHECK}  # what a multi may hold
+_CREATE_OPS = frozenset({OpNum.CREATE, OpNum.CREATE2, OpNum.CREATE_CONTAINER, OpNum.CREATE_TTL})
+_MULTI_OPS = _CREATE_OPS | {OpNum.DELETE, OpNum.SET_DATA, OpNum.CHECK}  # what a multi may hold
 
 
 class Reconfigurer(Protocol):
@@ -167,12 +167,12 @@ class Prep:
         hdr = TxnHeader(session, cxid, zxid, time, op)
         self.last_subs = None
         try:
-            if op == OpCode.MULTI:
+            if op == OpNum.MULTI:
                 return hdr, self._multi(request, session, auth, zxid, time, live, ephemeral_error), None
             txn = self._one(op, request, session, auth, zxid, time, live, ephemeral_error)
             return hdr, txn, None
         except ZookeeperError as exc:
-            return replace(hdr, type=OpCode.ERROR), ErrorTxn(int(exc.code)), exc
+            return replace(hdr, type=OpNum.ERROR), ErrorTxn(int(exc.code)), exc
 
     def _multi(self, ops: list[Op], session: int, auth: Sequence[Id], zxid: int, time: int, live: bool,
                ephemeral_error: ZookeeperError | None) -> MultiTxn:
@@ -184,8 +184,8 @@ class Prep:
         for op in ops:
             if failed is not None:
                 error = ErrorTxn(int(Code.RUNTIMEINCONSISTENCY))
-                txns.append(Txn(OpCode.ERROR, error.to_bytes()))
-                subs.append((OpCode.ERROR, error))
+                txns.append(Txn(OpNum.ERROR, error.to_bytes()))
+                subs.append((OpNum.ERROR, error))
                 continue
             try:
                 if op.type not in _MULTI_OPS:
@@ -196,8 +196,8 @@ class Prep:
             except ZookeeperError as exc:
                 failed = exc
                 error = ErrorTxn(int(exc.code))
-                txns.append(Txn(OpCode.ERROR, error.to_bytes()))
-                subs.append((OpCode.ERROR, error))
+                txns.append(Txn(OpNum.ERROR, error.to_bytes()))
+                subs.append((OpNum.ERROR, error))
                 # roll back what the earlier ops of this multi did to the outstanding state
                 while len(self._order) > saved_len:
                     self._order.pop()
@@ -205,9 +205,9 @@ class Prep:
         if failed is not None:
             # earlier ops are reported as OK-but-not-applied errors, as ZooKeeper's log shows them
             for i, t in enumerate(txns):
-                if t.type != OpCode.ERROR:
-                    txns[i] = Txn(OpCode.ERROR, ErrorTxn(0).to_bytes())
-                    subs[i] = (OpCode.ERROR, ErrorTxn(0))
+                if t.type != OpNum.ERROR:
+                    txns[i] = Txn(OpNum.ERROR, ErrorTxn(0).to_bytes())
+                    subs[i] = (OpNum.ERROR, ErrorTxn(0))
         self.last_subs = subs
         return MultiTxn(txns)
 
@@ -215,7 +215,7 @@ class Prep:
              ephemeral_error: ZookeeperError | None = None) -> Any:
         if op in _CREATE_OPS:
             return self._create(op, req, session, auth, zxid, time, live, ephemeral_error)
-        if op == OpCode.DELETE:
+        if op == OpNum.DELETE:
             _check_live(live)
             path = _parent_checked(req.path)
             parent = self.record(parent_of(path))
@@ -225,7 +225,7 @@ class Prep:
             if node.child_count > 0:
                 raise NotEmptyError(path, path)
             return self._delete(path, parent, zxid)
-        if op == OpCode.DELETE_CONTAINER:
+        if op == OpNum.DELETE_CONTAINER:
             path = _parent_checked(req)
             parent = self.record(parent_of(path))
             check_acl(parent.acl, Perms.DELETE, auth)  # zkpy also checks clients' deleteContainer
@@ -235,7 +235,7 @@ class Prep:
             if ephemeral_kind(node.ephemeral_owner) not in ("container", "ttl"):
                 raise BadVersionError(path, path)
             return self._delete(path, parent, zxid)
-        if op == OpCode.SET_DATA:
+        if op == OpNum.SET_DATA:
             _check_live(live)
             path = _valid(req.path)
             node = self.record(path)
@@ -244,9 +244,11 @@ class Prep:
             if self.config.enforce_quota:
                 self._check_quota(path, 0, length - node.data_length, time)
             version = _check_version(node.version, req.version, path)
-            self._add(node.changed(zxid, version=version, data_length=length))
+            # node.changed(zxid, version=version, data_length=length), without the keyword dict
+            self._add(ChangeRecord(zxid, path, True, version, node.cversion, node.aversion, node.ephemeral_owner,
+                                   node.child_count, node.acl, length))
             return SetDataTxn(path, req.data, version)
-        if op == OpCode.SET_ACL:
+        if op == OpNum.SET_ACL:
             _check_live(live)
             path = _valid(req.path)
             acl = fixup_acl(path, auth, req.acl, self.providers)
@@ -257,17 +259,17 @@ class Prep:
             # requests prepped before this txn is applied are still checked against the old ACL
             self._add(node.changed(zxid, aversion=version))
             return SetACLTxn(path, list(acl), version)
-        if op == OpCode.CHECK:
+        if op == OpNum.CHECK:
             _check_live(live)
             path = _valid(req.path)
             node = self.record(path)
             check_acl(node.acl, Perms.READ, auth)
             return CheckVersionTxn(path, _check_version(node.version, req.version, path))
-        if op == OpCode.CREATE_SESSION:
+        if op == OpNum.CREATE_SESSION:
             return CreateSessionTxn(req)
-        if op == OpCode.CLOSE_SESSION:
+        if op == OpNum.CLOSE_SESSION:
             return CloseSessionTxn(self._closing_ephemerals(session, zxid))
-        if op == OpCode.RECONFIG:
+        if op == OpNum.RECONFIG:
             return self._reconfig(req, auth, zxid, live)
         raise UnimplementedError()
 
@@ -290,7 +292,7 @@ class Prep:
     def _create(self, op: int, req: Any, session: int, auth: Sequence[Id], zxid: int, time: int, live: bool,
                 ephemeral_error: ZookeeperError | None) -> Any:
         path = req.path
-        ttl = req.ttl if op == OpCode.CREATE_TTL else -1
+        ttl = req.ttl if op == OpNum.CREATE_TTL else -1
         try:
             is_ttl, is_ephemeral, is_sequential = _MODES[req.flags]
         except (KeyError, TypeError):
@@ -300,7 +302,7 @@ class Prep:
         if is_ttl:
             if ttl > MAX_TTL_MS or ttl <= 0:
                 raise BadArgumentsError(str(path), path)
-        elif ttl >= 0 or op == OpCode.CREATE_TTL:
+        elif ttl >= 0 or op == OpNum.CREATE_TTL:
             # createTTL without TTL flags: ZooKeeper 3.8.0 takes it when ttl is -1 and then dies
             # applying a TTL txn without a TTL (the server process exits); zkpy refuses it
             raise BadArgumentsError(str(path), path)
@@ -328,10 +330,10 @@ class Prep:
         # the opcode, not the flags, picks the txn (its type is the opcode): createContainer makes a
         # container whatever its flags, and create/create2 with container flags a persistent node,
         # as in ZooKeeper
-        if op == OpCode.CREATE_CONTAINER:
+        if op == OpNum.CREATE_CONTAINER:
             txn: Any = CreateContainerTxn(path, req.data, list(acl), new_cversion)
             owner = CONTAINER_EPHEMERAL_OWNER
-        elif op == OpCode.CREATE_TTL:
+        elif op == OpNum.CREATE_TTL:
             txn = CreateTTLTxn(path, req.data, list(acl), new_cversion, ttl)
             owner = to_signed64(TTL_MASK | ttl)
         else:

@@ -21,7 +21,7 @@ from typing import Any
 
 from zkpy.errors import Code
 from zkpy.ids import to_signed64
-from zkpy.wire.consts import CONTAINER_EPHEMERAL_OWNER, TTL_MASK, EventType, OpCode
+from zkpy.wire.consts import CONTAINER_EPHEMERAL_OWNER, TTL_MASK, EventType, OpNum
 from zkpy.wire.proto import ACL, Stat
 from zkpy.wire.txn import CloseSessionTxn, ErrorTxn, MultiTxn, TxnHeader, decode_txn
 
@@ -42,7 +42,7 @@ from .watches import STANDARD, WatchTable
 _DIGEST_STAT = struct.Struct(">qqqqqiiiq")
 _STAT = struct.Struct(">qqqqiiiqiiq")  # jute Stat, packed straight from a node on the read path
 _MASK64 = (1 << 64) - 1
-_PLAIN_CREATES = frozenset({OpCode.CREATE, OpCode.CREATE2})
+_PLAIN_CREATES = frozenset({OpNum.CREATE, OpNum.CREATE2})
 
 
 class Node:
@@ -118,7 +118,7 @@ class TxnResult:
     type: int
     err: int = 0
     path: str | None = None
-    stat: Stat | None = None
+    stat: bytes | None = None  # the node's jute Stat as the reply carries it (``Node.stat_bytes``)
     multi: list[TxnResult] = field(default_factory=list)
 
 
@@ -284,33 +284,33 @@ class DataTree:
                 owner = session if txn.ephemeral else 0
                 rc.path, rc.stat = txn.path, self.create_node(txn.path, txn.data, txn.acl, owner,
                                                               txn.parentCVersion, zxid, time)
-            elif op == OpCode.CREATE_CONTAINER:
+            elif op == OpNum.CREATE_CONTAINER:
                 rc.path, rc.stat = txn.path, self.create_node(txn.path, txn.data, txn.acl, CONTAINER_EPHEMERAL_OWNER,
                                                               txn.parentCVersion, zxid, time)
-            elif op == OpCode.CREATE_TTL:
+            elif op == OpNum.CREATE_TTL:
                 owner = to_signed64(TTL_MASK | txn.ttl)
                 rc.path, rc.stat = txn.path, self.create_node(txn.path, txn.data, txn.acl, owner,
                                                               txn.parentCVersion, zxid, time)
-            elif op in (OpCode.DELETE, OpCode.DELETE_CONTAINER):
+            elif op in (OpNum.DELETE, OpNum.DELETE_CONTAINER):
                 rc.path = txn.path
                 self.delete_node(txn.path, zxid)
-            elif op == OpCode.SET_DATA or op == OpCode.RECONFIG:  # a reconfig sets /zookeeper/config
+            elif op == OpNum.SET_DATA or op == OpNum.RECONFIG:  # a reconfig sets /zookeeper/config
                 rc.path, rc.stat = txn.path, self.set_data(txn.path, txn.data, txn.version, zxid, time)
-            elif op == OpCode.SET_ACL:
+            elif op == OpNum.SET_ACL:
                 rc.path, rc.stat = txn.path, self.set_acl(txn.path, txn.acl, txn.version)
-            elif op == OpCode.CHECK:
+            elif op == OpNum.CHECK:
                 rc.path = txn.path
                 node = self.nodes.get(txn.path)
-                rc.stat = node.stat() if node else None
-            elif op == OpCode.CLOSE_SESSION:
+                rc.stat = node.stat_bytes() if node else None
+            elif op == OpNum.CLOSE_SESSION:
                 paths = txn.paths2Delete if isinstance(txn, CloseSessionTxn) else None
                 self.kill_session(session, zxid, paths)
                 self.sessions.pop(session, None)
-            elif op == OpCode.CREATE_SESSION:
+            elif op == OpNum.CREATE_SESSION:
                 self.sessions[session] = txn.timeOut
-            elif op == OpCode.ERROR:
+            elif op == OpNum.ERROR:
                 rc.err = txn.err
-            elif op == OpCode.MULTI:
+            elif op == OpNum.MULTI:
                 self._apply_multi(rc, txn, zxid, time, session, subs)
             else:
                 rc.err = Code.UNIMPLEMENTED
@@ -322,23 +322,24 @@ class DataTree:
                      subs: list[tuple[int, Any]] | None) -> None:
         if subs is None:
             subs = [(t.type, decode_txn(t.type, t.data)) for t in txn.txns]
-        failed = any(t == OpCode.ERROR for t, _ in subs)
+        failed = any(t == OpNum.ERROR for t, _ in subs)
         post_failed = False
         for t, sub in subs:
             if isinstance(sub, ErrorTxn) and sub.err != 0:
                 post_failed = True
-            if failed and t != OpCode.ERROR:
+            if failed and t != OpNum.ERROR:
                 # a failed multi records its ops as errors; mirror ZooKeeper's layout
                 sub = ErrorTxn(int(Code.RUNTIMEINCONSISTENCY if post_failed else Code.OK))
-                t = OpCode.ERROR
+                t = OpNum.ERROR
             sub_rc = self._apply_one(t, sub, zxid, time, session)
             rc.multi.append(sub_rc)
             if sub_rc.err and not rc.err:
                 rc.err = sub_rc.err
 
     def create_node(self, path: str, data: bytes | None, acl: list[ACL] | tuple[ACL, ...], owner: int,
-                    parent_cversion: int, zxid: int, time: int, want_stat: bool = True) -> Stat | None:
-        """Create ``path``; its Stat (None with ``want_stat`` False: replay needs none)."""
+                    parent_cversion: int, zxid: int, time: int, want_stat: bool = True) -> bytes | None:
+        """Create ``path``; its Stat, packed as the reply carries it (None with ``want_stat`` False:
+        replay needs none)."""
         slash = path.rfind("/")
         parent_path = path[:slash] if slash > 0 else "/"
         parent = self.nodes.get(parent_path)
@@ -378,7 +379,7 @@ class DataTree:
             else:
                 self.ephemerals.setdefault(owner, set()).add(path)
         # before a stats znode is counted: ZooKeeper copies the stat first
-        stat = node.stat() if want_stat else None
+        stat = node.stat_bytes() if want_stat else None
         if parent_path.startswith(QUOTA_ROOT):
             self._quota_node_created(parent_path, name)
         if self.quotas.paths:  # (no call on the hot path while no quota is set)
@@ -429,7 +430,7 @@ class DataTree:
         self._fire(self.child_watches, path, EventType.NODE_DELETED, node.acl, processed)
         self._fire(self.child_watches, parent_path, EventType.NODE_CHILDREN_CHANGED, parent.acl)
 
-    def set_data(self, path: str, data: bytes | None, version: int, zxid: int, time: int) -> Stat:
+    def set_data(self, path: str, data: bytes | None, version: int, zxid: int, time: int) -> bytes:
         node = self.nodes.get(path)
         if node is None:
             raise TxnFailed(Code.NONODE)
@@ -443,16 +444,16 @@ class DataTree:
             if root is not None:
                 self._count_quota(root, diff, 0)
         self._fire(self.data_watches, path, EventType.NODE_DATA_CHANGED, node.acl)
-        return node.stat()
+        return node.stat_bytes()
 
-    def set_acl(self, path: str, acl: list[ACL] | tuple[ACL, ...], version: int) -> Stat:
+    def set_acl(self, path: str, acl: list[ACL] | tuple[ACL, ...], version: int) -> bytes:
         node = self.nodes.get(path)
         if node is None:
             raise TxnFailed(Code.NONODE)
         self._unhash(path, node)
         node.acl, node.aversion = self.intern_acl(acl), version
         self._rehash(path, node)
-        return node.stat()
+        return node.stat_bytes()
 
     # ---- quota bookkeeping (see quota.py) ----
 

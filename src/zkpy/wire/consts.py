@@ -41,6 +41,47 @@ class OpCode(IntEnum):
     ERROR = -1
 
 
+class OpNum:
+    """OpCode's values as plain ints, for the request path: reading an IntEnum member costs about
+    100 ns (the lookup goes through its metaclass), a plain class attribute about 20 ns, and a
+    write compares its opcode a few dozen times. ``OpNum.X == OpCode.X`` for every member (a test
+    checks the two agree)."""
+
+    NOTIFICATION = int(OpCode.NOTIFICATION)
+    CREATE = int(OpCode.CREATE)
+    DELETE = int(OpCode.DELETE)
+    EXISTS = int(OpCode.EXISTS)
+    GET_DATA = int(OpCode.GET_DATA)
+    SET_DATA = int(OpCode.SET_DATA)
+    GET_ACL = int(OpCode.GET_ACL)
+    SET_ACL = int(OpCode.SET_ACL)
+    GET_CHILDREN = int(OpCode.GET_CHILDREN)
+    SYNC = int(OpCode.SYNC)
+    PING = int(OpCode.PING)
+    GET_CHILDREN2 = int(OpCode.GET_CHILDREN2)
+    CHECK = int(OpCode.CHECK)
+    MULTI = int(OpCode.MULTI)
+    CREATE2 = int(OpCode.CREATE2)
+    RECONFIG = int(OpCode.RECONFIG)
+    CHECK_WATCHES = int(OpCode.CHECK_WATCHES)
+    REMOVE_WATCHES = int(OpCode.REMOVE_WATCHES)
+    CREATE_CONTAINER = int(OpCode.CREATE_CONTAINER)
+    DELETE_CONTAINER = int(OpCode.DELETE_CONTAINER)
+    CREATE_TTL = int(OpCode.CREATE_TTL)
+    MULTI_READ = int(OpCode.MULTI_READ)
+    AUTH = int(OpCode.AUTH)
+    SET_WATCHES = int(OpCode.SET_WATCHES)
+    SASL = int(OpCode.SASL)
+    GET_EPHEMERALS = int(OpCode.GET_EPHEMERALS)
+    GET_ALL_CHILDREN_NUMBER = int(OpCode.GET_ALL_CHILDREN_NUMBER)
+    SET_WATCHES2 = int(OpCode.SET_WATCHES2)
+    ADD_WATCH = int(OpCode.ADD_WATCH)
+    WHO_AM_I = int(OpCode.WHO_AM_I)
+    CREATE_SESSION = int(OpCode.CREATE_SESSION)
+    CLOSE_SESSION = int(OpCode.CLOSE_SESSION)
+    ERROR = int(OpCode.ERROR)
+
+
 class Xid(IntEnum):
     """Reserved xids of replies and requests that are not client calls."""
 

@@ -164,6 +164,22 @@ def vector_codec(elem: Any) -> tuple[Any, Any]:
         for v in values:
             w_one(out, v)
 
+    if getattr(elem, "JUTE_VECTOR_MEMO", False):
+        # a vector of small immutable records that most requests repeat byte for byte (a create's
+        # ACL): the last one read is kept with its bytes, and the same bytes give a copy of it
+        plain_read = read_vec
+        last: list[Any] = [None]  # (bytes, items) of the last vector read, swapped whole (threads)
+
+        def read_vec(buf: Any, pos: int) -> tuple[list[Any], int]:  # (the same bytes parse the same)
+            known = last[0]
+            if known is not None:
+                end = pos + len(known[0])
+                if buf[pos:end] == known[0]:
+                    return list(known[1]), end
+            items, end = plain_read(buf, pos)
+            last[0] = (bytes(buf[pos:end]), items)
+            return list(items), end
+
     return read_vec, write_vec
 
 

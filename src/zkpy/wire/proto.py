@@ -5,6 +5,8 @@ Field names and order mirror zookeeper.jute; each class is the jute class of the
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from .jute import Bool, Buffer, Int, Long, Record, UString, jute_record
 
 
@@ -18,6 +20,8 @@ class Id(Record):
 class ACL(Record):
     perms: Int
     id: Id
+
+    JUTE_VECTOR_MEMO: ClassVar[bool] = True  # ACL lists repeat from request to request (jute._vector_codec)
 
 
 @jute_record

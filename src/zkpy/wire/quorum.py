@@ -121,31 +121,42 @@ def read_quorum_packet(buf: bytes | memoryview, pos: int, max_buffer: int) -> tu
 
     The learner port has no frames, so completeness is judged from the record's own lengths.
     ProtocolError when a buffer or string length is below -1 or above ``max_buffer`` (as jute's
-    checkLength), or the authinfo count is negative other than -1."""
+    checkLength), or the authinfo count is negative other than -1. A packet without authinfo
+    (every packet of the broadcast phase) is built straight from the lengths just checked."""
     end = len(buf)
-
-    def skip(p: int) -> int | None:  # past one buffer or ustring at p
-        if end - p < 4:
-            return None
-        (n,) = INT.unpack_from(buf, p)
-        if n < -1 or n > max_buffer:
-            raise ProtocolError(f"length {n} is negative or larger than jute.maxbuffer={max_buffer}")
-        return int(p + 4 + max(n, 0))
-
-    p = skip(pos + 12)  # type, zxid, then data
+    p = _skip_length(buf, pos + 12, end, max_buffer)  # type, zxid, then data
     if p is None or end - p < 4:
         return None
     (count,) = INT.unpack_from(buf, p)
     if count < -1:
         raise ProtocolError(f"negative authinfo count {count}")
     p += 4
-    for _ in range(2 * max(count, 0)):  # scheme and id of each Id
-        p = skip(p)
+    if count <= 0:
+        if p > end:
+            return None
+        typ, zxid, n = _PACKET_HEAD.unpack_from(buf, pos)
+        data = None if n < 0 else bytes(buf[pos + 16 : pos + 16 + n])
+        return QuorumPacket(typ, zxid, data, []), p
+    for _ in range(2 * count):  # scheme and id of each Id
+        p = _skip_length(buf, p, end, max_buffer)
         if p is None:
             return None
     if p > end:
         return None
     return QuorumPacket.read(buf, pos)
+
+
+_PACKET_HEAD = struct.Struct(">iqi")  # a QuorumPacket's type, zxid and data length
+
+
+def _skip_length(buf: bytes | memoryview, p: int, end: int, max_buffer: int) -> int | None:
+    """The position past the buffer or ustring at ``p`` (None: its length is not all in)."""
+    if end - p < 4:
+        return None
+    (n,) = INT.unpack_from(buf, p)
+    if n < -1 or n > max_buffer:
+        raise ProtocolError(f"length {n} is negative or larger than jute.maxbuffer={max_buffer}")
+    return p + 4 + (n if n > 0 else 0)
 
 
 # --------------------------------------------------------------------------- fast leader election

@@ -26,6 +26,7 @@ from zkpy.tree.quota import (
     stat_path,
 )
 from zkpy.wire.consts import OpCode
+from zkpy.wire.proto import Stat
 from zkpy.wire.txn import (
     CloseSessionTxn,
     CreateSessionTxn,
@@ -173,7 +174,7 @@ def test_the_stat_a_stats_znode_is_created_with_is_from_before_its_count() -> No
     t.create("/zookeeper/quota/q", None)
     t.create(limit_path("/q"), b"count=5,bytes=-1")
     rc = t.create(stat_path("/q"), b"count=0,bytes=0")
-    assert rc.stat.dataLength == len(b"count=0,bytes=0")  # DataTree.createNode copies the stat first
+    assert Stat.from_bytes(rc.stat).dataLength == len(b"count=0,bytes=0")  # DataTree.createNode copies the stat first
     assert t.stats("/q") == b"count=1,bytes=5"
 
 

@@ -6,6 +6,7 @@ record added to proto.py or txn.py is covered without touching this file.
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import pytest
@@ -159,3 +160,31 @@ def test_negative_lengths_other_than_minus_one_are_protocol_errors(length: int) 
 def test_vector_count_beyond_the_frame_is_rejected_without_allocating() -> None:
     with pytest.raises(ProtocolError, match="vector count"):
         proto.GetChildrenResponse.from_bytes(bytes.fromhex("7fffffff"))
+
+
+_ACLS = st.lists(st.builds(proto.ACL, st.integers(0, 31), st.builds(proto.Id, st.sampled_from(["world", "digest", "ip"]),
+                                                                  st.sampled_from(["anyone", "u:p", "10.0.0.1", "u:pp"]))),
+                 max_size=3)
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(_ACLS, st.binary(max_size=3)), min_size=1, max_size=8))
+def test_acl_lists_read_in_turn_are_each_their_own(reqs: list[tuple[list[proto.ACL], bytes]]) -> None:
+    """ACL vectors are memoised by their bytes (jute ``JUTE_VECTOR_MEMO``): requests read one
+    after another, with the same or different ACLs, each decode to what was written, in lists of
+    their own, from a buffer or a memoryview, and with the ACL's bytes cut short."""
+    for acl, tail in reqs:
+        data = proto.CreateRequest("/n", b"v", acl, 0).to_bytes()
+        for buf in (data + tail, memoryview(data + tail)):
+            got, end = proto.CreateRequest.read(buf, 0)
+            assert (got.acl, end) == (acl, len(data))
+            got.acl.append(proto.ACL(0, proto.Id("x", "y")))  # a caller's list: the memo keeps its own
+        with pytest.raises((ProtocolError, struct.error)):
+            proto.CreateRequest.read(data[: len(data) - 5], 0)
+
+
+def test_plain_int_opcodes_agree_with_the_enum() -> None:
+    """``OpNum`` (the request path's plain ints) has every OpCode member, with its value."""
+    from zkpy.wire.consts import OpCode, OpNum
+
+    assert {m.name: int(m) for m in OpCode} == {k: v for k, v in vars(OpNum).items() if k.isupper()}
