@@ -24,14 +24,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 from typing import Any
 
-from zkpy.testing.servers import ServerProcess, apache_available, cleanup_ensemble, ensemble_leader
+from zkpy.testing.servers import ServerProcess, cleanup_ensemble, ensemble_leader
 
-from . import plot
+from . import figrun, plot
 from .ensemble import EnsembleSpec, followers_first, myid, run_spread, start, target
 from .workload import READ, WRITE, Target, ThroughputSpec, _cpu_total, percentile_ms, prepare
 
@@ -188,13 +187,8 @@ def draw(data: dict[str, Any], png: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.plot_only:
-        with open(args.json, encoding="utf-8") as f:
-            draw(json.load(f), args.png)
-        return 0
-    kinds = [k.strip() for k in args.servers.split(",") if k.strip()]
-    if "apache" in kinds and not apache_available():
-        _log("Apache ZooKeeper is not installed: skipping it")
-        kinds.remove("apache")
+        return figrun.replot(args, draw)
+    kinds = figrun.server_kinds(args, _log)
     sizes, reads = _csv(args.sizes, int), _csv(args.reads, int)
     load_before = os.getloadavg()
     started = time.monotonic()
@@ -205,17 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         fresh = {(r["server"], r["size"]) for r in runs}
         runs = [r for r in old["runs"] if (r["server"], r["size"]) not in fresh] + runs
         runs.sort(key=lambda r: (r["size"], r["server"] != "zkpy"))
-    data: dict[str, Any] = {"machine": f"{platform.machine()}, {os.cpu_count()} CPUs", "python": platform.python_version(),
-            "load_before": load_before, "load_after": os.getloadavg(), "seconds": time.monotonic() - started,
-            "args": vars(args), "runs": runs}
-    for path in (args.json, args.png):
-        if os.path.dirname(path):
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(args.json, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, default=str)
-    draw(data, args.png)
-    print(f"load average before: {' '.join(f'{x:.2f}' for x in load_before)}; after: "
-          f"{' '.join(f'{x:.2f}' for x in data['load_after'])}; run took {data['seconds']:.0f} s")
+    figrun.save(args, "runs", runs, load_before, started, draw)
     print(f"{args.sessions_total} sessions x {args.outstanding} outstanding, one generator process per server; "
           f"{args.nodes} znodes of {args.value_size} B; {args.duration:g} s per point after {args.warmup:g} s warmup")
     print()

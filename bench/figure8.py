@@ -38,10 +38,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import multiprocessing as mp
 import os
-import platform
 import random
 import signal
 import sys
@@ -52,7 +50,6 @@ from typing import Any
 
 from zkpy.testing.servers import (
     ServerProcess,
-    apache_available,
     cleanup_ensemble,
     ensemble_leader,
     restart_ensemble_member,
@@ -60,7 +57,7 @@ from zkpy.testing.servers import (
 )
 from zkpy.wire.consts import OpCode
 
-from . import plot
+from . import figrun, plot
 from .client import RawSession, SessionClosed, get_data_body, set_data_body
 from .ensemble import EnsembleSpec, followers_first, myid, run_spread, start, target
 from .workload import ThroughputSpec, _run_loop, node_paths, prepare
@@ -467,27 +464,12 @@ def draw(data: dict[str, Any], png: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.plot_only:
-        with open(args.json, encoding="utf-8") as f:
-            draw(json.load(f), args.png)
-        return 0
-    kinds = [k.strip() for k in args.servers.split(",") if k.strip()]
-    if "apache" in kinds and not apache_available():
-        _log("Apache ZooKeeper is not installed: skipping it")
-        kinds.remove("apache")
+        return figrun.replot(args, draw)
+    kinds = figrun.server_kinds(args, _log)
     load_before = os.getloadavg()
     started = time.monotonic()
     runs = [measure(kind, args) for kind in kinds]
-    data: dict[str, Any] = {"machine": f"{platform.machine()}, {os.cpu_count()} CPUs", "python": platform.python_version(),
-            "load_before": load_before, "load_after": os.getloadavg(), "seconds": time.monotonic() - started,
-            "args": vars(args), "runs": runs}
-    for path in (args.json, args.png):
-        if os.path.dirname(path):
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(args.json, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, default=str)
-    draw(data, args.png)
-    print(f"load average before: {' '.join(f'{x:.2f}' for x in load_before)}; after: "
-          f"{' '.join(f'{x:.2f}' for x in data['load_after'])}; run took {data['seconds']:.0f} s")
+    figrun.save(args, "runs", runs, load_before, started, draw)
     print(f"{args.size} servers, {round(args.writes * 100)}% setData of {args.value_size} B, {args.sessions_total} "
           f"sessions x {args.outstanding} outstanding, {args.bin_ms} ms bins, schedule x{args.time_scale:g}")
     print()

@@ -25,18 +25,16 @@ must not be the bottleneck (its cores are in the "gen cores" column). ``--json``
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from zkpy.testing.servers import ServerProcess, apache_available, start_apache, start_zkpy
+from zkpy.testing.servers import ServerProcess, start_apache, start_zkpy
 
-from . import plot
+from . import figrun, plot
 from .workload import READ, WRITE, Target, ThroughputSpec, percentile_ms, prepare, run
 
 LOADS = {"read": 0.0, "mixed": 0.1}
@@ -246,17 +244,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.plot_only:
-        with open(args.json, encoding="utf-8") as f:
-            draw(json.load(f), args.png)
-        return 0
+        return figrun.replot(args, draw)
     loads = [x.strip() for x in args.loads.split(",") if x.strip()]
     for load in loads:
         if load not in LOADS:
             raise SystemExit(f"unknown load {load!r}: choose from {', '.join(LOADS)}")
-    kinds = [k.strip() for k in args.servers.split(",") if k.strip()]
-    if "apache" in kinds and not apache_available():
-        _log("Apache ZooKeeper is not installed: skipping it")
-        kinds.remove("apache")
+    kinds = figrun.server_kinds(args, _log)
     counts = [int(x) for x in args.workers.split(",") if x.strip()]
     if not args.workers_key and counts != [1]:
         raise SystemExit("without --workers-key only --workers 1 can be measured")
@@ -271,17 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for subject in subjects:
             subject.server.cleanup()
-    data: dict[str, Any] = {"machine": f"{platform.machine()}, {os.cpu_count()} CPUs", "python": platform.python_version(),
-            "load_before": load_before, "load_after": os.getloadavg(), "seconds": time.monotonic() - started,
-            "args": vars(args), "rows": rows}
-    for path in (args.json, args.png):
-        if os.path.dirname(path):
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(args.json, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, default=str)
-    draw(data, args.png)
-    print(f"load average before: {' '.join(f'{x:.2f}' for x in load_before)}; after: "
-          f"{' '.join(f'{x:.2f}' for x in data['load_after'])}; run took {data['seconds']:.0f} s")
+    figrun.save(args, "rows", rows, load_before, started, draw)
     print(f"generator: {args.processes} processes x {args.sessions} sessions x {args.outstanding} outstanding; "
           f"{args.nodes} znodes of {args.value_size} B; {args.duration:g} s per load after {args.warmup:g} s warmup; "
           f"zoo.cfg key {args.workers_key or '(none)'}")
