@@ -5,6 +5,7 @@ keep their sessions (and ephemerals) when their server goes.
 
 from __future__ import annotations
 
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -24,14 +25,20 @@ from zkpy.testing.servers import (
     server_of_session,
     start_ensemble,
     wait_ensemble_serving,
+    wait_workers,
 )
 
 pytestmark = pytest.mark.timeout(240)
 
 
 @pytest.fixture
-def ensemble3() -> Iterator[list[ServerProcess]]:
-    servers = start_ensemble(["zkpy"] * 3)
+def ensemble3(request: pytest.FixtureRequest) -> Iterator[list[ServerProcess]]:
+    """Three zkpy members; ``serverWorkers`` (indirect parameter, default 1) on each: the leader
+    serves from that many processes, a follower from one."""
+    workers = getattr(request, "param", 1)
+    servers = start_ensemble(["zkpy"] * 3, {"serverWorkers": str(workers)})
+    if workers > 1:
+        wait_workers(ensemble_leader(servers), workers, 30)
     yield servers
     cleanup_ensemble(servers)
 
@@ -114,15 +121,39 @@ def wait_new_leader(servers: list[ServerProcess], old: ServerProcess, deadline_s
     raise AssertionError("no new leader elected")
 
 
+def _worker_pids(server: ServerProcess) -> list[int]:
+    """The pids of the workers a member started (it logs each start)."""
+    return [int(pid) for pid in re.findall(r"worker \d+ started: pid (\d+)", server.log())]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("ensemble3", [1, 2], ids=["1-process", "leader-with-2-processes"], indirect=True)
 def test_kill_the_leader_moves_clients_and_loses_nothing(ensemble3: list[ServerProcess]) -> None:
+    """With serverWorkers=2 the writers' and the holder's sessions may live on the leader's worker;
+    the kill -9 takes the worker with it, and the new leader starts its own."""
     servers = ensemble3
     writers = start_writers(servers)
     leader = ensemble_leader(servers)
     holder = SessionHolder(servers, on=leader)
+    workers = _worker_pids(leader)
+    assert len(workers) == (1 if "serverWorkers=2" in leader.log() else 0)
     try:
         leader.stop(signal.SIGKILL)
         new = wait_new_leader(servers, leader)
         assert new is not leader
+        deadline = time.monotonic() + 15
+        while any(_alive(w) for w in workers):
+            assert time.monotonic() < deadline, "a worker outlived its leader"
+            time.sleep(0.05)
+        if workers:
+            wait_workers(new, 2, 30)
         holder.check_kept()
         restart_ensemble_member(leader)
         finish(servers, writers)

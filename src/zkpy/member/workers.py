@@ -121,6 +121,17 @@ class WorkerHub:
                 state.out.extend(packets)
         self._release_syncs()
 
+    def applied_through(self, zxid: int) -> None:
+        """The pipeline applied every txn it proposed up to ``zxid`` (a leader's pipeline, whose
+        commits the member core runs: the shell compares the tree's zxid after each batch)."""
+        count = 0
+        for proposed_zxid, _ in self._proposed:
+            if proposed_zxid > zxid:
+                break
+            count += 1
+        if count:
+            self.applied(count)
+
     def receive(self, link: int, data: bytes) -> None:
         """Bytes from a worker: its forwarded requests go to the pipeline (the shell flushes it)."""
         state = self._links.get(link)

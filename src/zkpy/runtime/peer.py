@@ -77,7 +77,8 @@ class QuorumPeer(ServesClients):
         self.verifier = quorum_verifier(self.quorum)
         self.disk = OsDisk(faults, config.force_sync)
         self.dirs = DataDirs.of(config.data_dir, config.data_log_dir)
-        self.clients = ClientPort(config, self, self.schedule_flush)
+        # serverWorkers > 1: while this member leads, worker processes share its client port
+        self.clients = ClientPort(config, self, self.schedule_flush, reuse_port=config.server_workers > 1)
         self.quorum_tls = quorum_tls(config.quorum_tls)  # sslQuorum (raises TlsConfigError; the CLI checks first)
         self.mode = "looking"
         self.persistence: Persistence | None = None
@@ -131,6 +132,10 @@ class QuorumPeer(ServesClients):
     def write_client(self, conn: Connection) -> None:
         self.clients.write(conn)
 
+    def client_ports(self) -> tuple[int, int | None]:
+        """The client ports listened on (the TLS one, if any): where a leader's workers listen too."""
+        return self.clients.port, self.clients.secure_port if self.config.secure_client_port is not None else None
+
     def close_clients(self) -> None:
         self.clients.drop_all()
         self.core = None
@@ -150,6 +155,10 @@ class QuorumPeer(ServesClients):
         await self.admin.start()  # a port it cannot bind costs a log line, not the server
         await self.metrics_endpoint.start()  # likewise
         log.info("server %d: %s", self.sid, serving_line(self.config, self.port, self.admin.port))
+        if self.config.server_workers > 1:
+            log.warning("server %d: serverWorkers=%d: the client port is served from %d processes while this "
+                        "member leads; as a follower or observer from this one alone (not built yet)", self.sid,
+                        self.config.server_workers, self.config.server_workers)
         stopping = asyncio.ensure_future(stop.wait())
         try:
             while not stop.is_set() and self.failure is None:
@@ -240,6 +249,8 @@ class QuorumPeer(ServesClients):
             self._designated = term.core.designated
             self.close_clients()
             self.mode = "looking"
+            if isinstance(term, LeaderTerm):
+                await term.close_workers()  # their clients were dropped with close(): wait for them to exit
         # a term that broke off with an exception may have left its tree half-way: start from disk
         return term.carry_over() if self.failure is None and not crashed else None
 
