@@ -145,6 +145,8 @@ class LeaderTerm(Term):
         batch runs (the batch's replies may tell of txns it applied), and what was applied is
         sent on to the workers after."""
         workers, tree = self.workers, self.core.tree
+        if workers is not None and workers.closing:  # the term ended: a late fsync report feeds no one
+            workers = None
         while effects := self.core.ready():
             if workers is not None:
                 workers.applied_up_to(tree.last_processed_zxid)
