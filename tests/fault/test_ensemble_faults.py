@@ -33,12 +33,12 @@ pytestmark = pytest.mark.timeout(240)
 
 @pytest.fixture
 def ensemble3(request: pytest.FixtureRequest) -> Iterator[list[ServerProcess]]:
-    """Three zkpy members; ``serverWorkers`` (indirect parameter, default 1) on each: the leader
-    serves from that many processes, a follower from one."""
+    """Three zkpy members, each serving from ``serverWorkers`` processes (indirect parameter,
+    default 1)."""
     workers = getattr(request, "param", 1)
     servers = start_ensemble(["zkpy"] * 3, {"serverWorkers": str(workers)})
-    if workers > 1:
-        wait_workers(ensemble_leader(servers), workers, 30)
+    for s in servers if workers > 1 else ():
+        wait_workers(s, workers, 30)
     yield servers
     cleanup_ensemble(servers)
 
@@ -134,26 +134,30 @@ def _alive(pid: int) -> bool:
         return False
 
 
-@pytest.mark.parametrize("ensemble3", [1, 2], ids=["1-process", "leader-with-2-processes"], indirect=True)
-def test_kill_the_leader_moves_clients_and_loses_nothing(ensemble3: list[ServerProcess]) -> None:
-    """With serverWorkers=2 the writers' and the holder's sessions may live on the leader's worker;
-    the kill -9 takes the worker with it, and the new leader starts its own."""
+@pytest.mark.parametrize("ensemble3", [1, 2], ids=["1-process", "2-processes-each"], indirect=True)
+def test_kill_the_leader_moves_clients_and_loses_nothing(ensemble3: list[ServerProcess],
+                                                         request: pytest.FixtureRequest) -> None:
+    """With serverWorkers=2 the writers' and the holder's sessions may live on any member's worker;
+    the kill -9 takes the leader's worker with it, the followers' terms end (their workers exit
+    too), and every member starts fresh workers in the new term."""
     servers = ensemble3
+    count = request.node.callspec.params["ensemble3"]
     writers = start_writers(servers)
     leader = ensemble_leader(servers)
     holder = SessionHolder(servers, on=leader)
-    workers = _worker_pids(leader)
-    assert len(workers) == (1 if "serverWorkers=2" in leader.log() else 0)
+    workers = {s.extra["myid"]: _worker_pids(s) for s in servers}
+    assert all(len(pids) == count - 1 for pids in workers.values()), workers
     try:
         leader.stop(signal.SIGKILL)
         new = wait_new_leader(servers, leader)
         assert new is not leader
         deadline = time.monotonic() + 15
-        while any(_alive(w) for w in workers):
-            assert time.monotonic() < deadline, "a worker outlived its leader"
+        while any(_alive(w) for pids in workers.values() for w in pids):
+            assert time.monotonic() < deadline, "a worker outlived its member's term"
             time.sleep(0.05)
-        if workers:
-            wait_workers(new, 2, 30)
+        while count > 1 and len(_worker_pids(new)) < 2 * (count - 1):  # the new term's worker
+            assert time.monotonic() < deadline + 15, "the new leader started no worker"
+            time.sleep(0.05)
         holder.check_kept()
         restart_ensemble_member(leader)
         finish(servers, writers)

@@ -1,8 +1,9 @@
-"""serverWorkers on an ensemble: the leader serves its client port from two processes (its
-member and one worker, fed the txns the leader commits), the followers from one (the WARN).
+"""serverWorkers on an ensemble: every member serves its client port from two processes (its
+own and one worker, fed the txns the member applies). A leader's worker forwards to the
+leader's pipeline; a follower's or an observer's is relayed to the leader through its member's
+learner link. Each test runs against the leader, a follower and an observer of a 3+1 ensemble.
 
-Every member is given serverWorkers=2, so whichever leads has a worker; which process serves a
-connection of the leader is found as in tests/integration/test_server_workers.py (a new
+Which process serves a connection is found as in tests/integration/test_server_workers.py (a new
 session's id names the process that created it: ``id % 2``).
 """
 
@@ -20,6 +21,7 @@ from zkpy.testing.servers import (
     ServerProcess,
     cleanup_ensemble,
     ensemble_leader,
+    server_mode,
     start_ensemble,
     wait_workers,
 )
@@ -40,30 +42,38 @@ pytestmark = pytest.mark.timeout(120)
 
 
 class Ensemble:
-    def __init__(self, servers: list[ServerProcess]) -> None:
+    def __init__(self, servers: list[ServerProcess], role: str) -> None:
         self.servers = servers
-        self.leader = ensemble_leader(servers)
-        wait_workers(self.leader, 2, 30)
-        self.procs = Processes(self.leader, 2)
-        self.followers = [s for s in servers if s is not self.leader]
+        leader = ensemble_leader(servers)
+        followers = [s for s in servers[:3] if s is not leader]
+        self.target = {"leader": leader, "follower": followers[0] if followers else leader,
+                       "observer": servers[3]}[role]
+        assert server_mode(self.target) == role
+        wait_workers(self.target, 2, 30)
+        self.procs = Processes(self.target, 2)
+        self.others = [s for s in servers if s is not self.target]
 
 
 @pytest.fixture(scope="module")
-def ens() -> Iterator[Ensemble]:
-    servers = start_ensemble(["zkpy"] * 3, {"serverWorkers": "2"})
+def servers() -> Iterator[list[ServerProcess]]:
+    servers = start_ensemble(["zkpy"] * 4, {"serverWorkers": "2"}, observers=[4])
     try:
-        e = Ensemble(servers)
-        yield e
-        e.procs.close()
+        yield servers
     finally:
         cleanup_ensemble(servers)
 
 
-def test_only_the_leader_serves_from_several_processes(ens: Ensemble) -> None:
-    assert "worker 1 started: pid" in ens.leader.log()
-    for s in ens.followers:
-        assert "serverWorkers=2: the client port is served from 2 processes while this member leads" in s.log()
-        assert "worker 1 started" not in s.log()
+@pytest.fixture(scope="module", params=["leader", "follower", "observer"])
+def ens(servers: list[ServerProcess], request: pytest.FixtureRequest) -> Iterator[Ensemble]:
+    e = Ensemble(servers, request.param)
+    yield e
+    e.procs.close()
+
+
+def test_every_member_serves_from_two_processes(ens: Ensemble) -> None:
+    for s in ens.servers:
+        assert "worker 1 started: pid" in s.log()
+        assert "[worker 1] serving " in s.log()
 
 
 def test_writes_through_the_leaders_worker_keep_fifo_and_reach_every_member(ens: Ensemble) -> None:
@@ -83,7 +93,7 @@ def test_writes_through_the_leaders_worker_keep_fifo_and_reach_every_member(ens:
             assert got.header.err == 0 and GetDataResponse.from_bytes(got.body).data == str(i).encode(), i
     finally:
         c.close()
-    for s in ens.servers:  # a sync, then the last write, on every member (on the leader: either process)
+    for s in ens.servers:  # a sync, then the last write, on every member (on either process)
         r = RawClient("127.0.0.1", s.port)
         try:
             assert r.call(OpCode.SYNC, SyncRequest(root)).header.err == 0
@@ -114,7 +124,7 @@ def test_a_read_on_one_of_the_leaders_processes_sees_a_write_acknowledged_by_the
 def test_an_ephemeral_of_a_workers_session_goes_everywhere_when_it_closes(ens: Ensemble) -> None:
     path = _path("eph")
     owner = ens.procs.raw_on(1)
-    watchers = [ens.procs.raw_on(0)] + [RawClient("127.0.0.1", s.port) for s in ens.followers]
+    watchers = [ens.procs.raw_on(0)] + [RawClient("127.0.0.1", s.port) for s in ens.others]
     try:
         assert owner.call(OpCode.CREATE, CreateRequest(path, b"", OPEN, 1)).header.err == 0
         for w in watchers:

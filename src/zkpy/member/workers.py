@@ -85,10 +85,11 @@ class WorkerHub:
     """The member's end of its workers' links (ids the shell picks): feed it the txns the
     pipeline proposes and the count applied; take what each link is sent with ``take``."""
 
-    def __init__(self, server: LeaderServerCore) -> None:
+    def __init__(self, server: LeaderServerCore | LearnerServerCore) -> None:
         self.server = server
         self._links: dict[int, _Link] = {}
         self._proposed: deque[tuple[int, bytes]] = deque()  # (zxid, payload) proposed, not applied, in order
+        self._last_proposed = -1  # a learner's shell may hand a txn over twice (logged before it served)
 
     def attach(self, link: int) -> None:
         """A worker's link opened: it is sent the tree as it is now, then every txn applied after."""
@@ -106,7 +107,10 @@ class WorkerHub:
     def proposed(self, zxids: Iterable[int], payloads: Iterable[bytes]) -> None:
         """The pipeline handed these txns over (its `Propose` outputs, serialized once for the log
         and the link: ``storage.txnlog.encode_payload``), in zxid order."""
-        self._proposed.extend(zip(zxids, payloads, strict=True))
+        for zxid, payload in zip(zxids, payloads, strict=True):
+            if zxid > self._last_proposed:
+                self._proposed.append((zxid, payload))
+                self._last_proposed = zxid
 
     def applied(self, count: int) -> None:
         """The pipeline applied its oldest ``count`` proposed txns: send them to every worker."""
@@ -145,17 +149,23 @@ class WorkerHub:
                 if len(body) < _REQUEST_HEAD.size:
                     raise LinkError(f"REQUEST of {len(body)} bytes")
                 session, cxid, op = _REQUEST_HEAD.unpack_from(body, 0)
-                if op == OpCode.SYNC:
+                auth = tuple(p.authinfo or ())
+                if isinstance(server, LearnerServerCore):
+                    server.relay_request(link, session, cxid, op, body[_REQUEST_HEAD.size:], auth)
+                elif op == OpCode.SYNC:
                     state.syncs.append(server.next_zxid - 1)  # the last txn proposed before it
                 else:
-                    server.learner_request(session, cxid, op, body[_REQUEST_HEAD.size:], tuple(p.authinfo or ()))
+                    server.learner_request(session, cxid, op, body[_REQUEST_HEAD.size:], auth)
             elif p.type == PacketType.PING:
                 server.touch(_TOUCH.unpack_from(body, at) for at in range(0, len(body) - len(body) % _TOUCH.size,
                                                                           _TOUCH.size))
             elif p.type == PacketType.REVALIDATE:
                 session, timeout = _REVALIDATE_REQ.unpack_from(body, 0)
-                valid = server.revalidate(session, timeout)
-                state.out.append(_packet(PacketType.REVALIDATE, -1, _REVALIDATE_REP.pack(session, valid)))
+                if isinstance(server, LearnerServerCore):
+                    server.relay_revalidate(link, session, timeout)
+                else:
+                    valid = server.revalidate(session, timeout)
+                    state.out.append(_packet(PacketType.REVALIDATE, -1, _REVALIDATE_REP.pack(session, valid)))
             else:
                 raise LinkError(f"packet type {p.type} from a worker")
         self._release_syncs()
@@ -168,7 +178,17 @@ class WorkerHub:
                 state.out.append(_packet(PacketType.SYNC, -1, b""))
 
     def take(self) -> list[tuple[int, bytes]]:
-        """What each link is sent now (links with nothing to send are left out)."""
+        """What each link is sent now (links with nothing to send are left out). A learner's
+        answers for its workers come after the txns applied before them."""
+        if isinstance(self.server, LearnerServerCore):
+            for link, session, valid in self.server.take_relayed():
+                state = self._links.get(link)
+                if state is None:
+                    continue
+                if session is None:
+                    state.out.append(_packet(PacketType.SYNC, -1, b""))
+                else:
+                    state.out.append(_packet(PacketType.REVALIDATE, -1, _REVALIDATE_REP.pack(session, valid)))
         out = []
         for link, state in self._links.items():
             if state.out:

@@ -5,15 +5,8 @@ Every packet that arrived on a learner's connection is handed to the core before
 run, so each learner gets one write per loop turn.
 
 With ``serverWorkers`` = N > 1 the leader serves its client port from N processes while its
-term serves (``runtime.workers``, ``member.workers``): once the epoch is established (`Serving`)
-the pipeline hands out session ids ``id % N == 0`` (the server id stays in the top byte) and
-N-1 workers are started, each sent the tree as it is then (SNAP: a term's tree may have been
-truncated or replaced by a sync, so no worker outlives its term); every txn the pipeline
-proposed (`AppendLog`) is sent to them once the leader applied it (committed), and the shared
-applied zxid is written before any effect of the batch that applied it runs (replies to clients
-included). Their forwarded requests, syncs, revalidations and session touches go into the
-leader's pipeline as its learners' do. When the term ends the workers' links are closed: they
-drop their clients and exit, as the member's own clients are dropped.
+term serves (``runtime.term``): its workers' forwarded requests, syncs, revalidations and
+session touches go into the leader's pipeline as its learners' do (``member.workers``).
 """
 
 from __future__ import annotations
@@ -27,13 +20,10 @@ from zkpy.member import effects as fx
 from zkpy.member.history import History
 from zkpy.member.leading import LeadingCore
 from zkpy.member.quorum_auth import QuorumAuthServer, Verdict
-from zkpy.member.workers import WorkerHub
 from zkpy.quorum.verifier import QuorumVerifier, config_string
 from zkpy.ratelimit import LogLimiter
 from zkpy.runtime.quorum_auth import new_auth_server
 from zkpy.runtime.term import Term, TermHost, log, now_ms, wall_ms
-from zkpy.runtime.workers import WorkerPool
-from zkpy.server.leader import LeaderServerCore
 
 
 class LearnerLink(asyncio.Protocol):
@@ -117,8 +107,6 @@ class LeaderTerm(Term):
         self.limiter = LogLimiter()  # lines a peer can make us repeat (a connection to the quorum port)
         self._server: asyncio.base_events.Server | None = None
         self._ticker: asyncio.TimerHandle | None = None
-        self.hub: WorkerHub | None = None  # serverWorkers > 1, once the term serves
-        self.workers: WorkerPool | None = None
 
     async def run(self) -> str:
         host = self.host
@@ -140,45 +128,8 @@ class LeaderTerm(Term):
         """Log a line a peer can make us repeat, rate-limited per kind and host (``zkpy.ratelimit``)."""
         self.limiter.log(write, kind, host, now_ms(), message)
 
-    def pump(self) -> None:
-        """Run the core's effects; with workers, the shared applied zxid is written before each
-        batch runs (the batch's replies may tell of txns it applied), and what was applied is
-        sent on to the workers after."""
-        workers, tree = self.workers, self.core.tree
-        if workers is not None and workers.closing:  # the term ended: a late fsync report feeds no one
-            workers = None
-        while effects := self.core.ready():
-            if workers is not None:
-                workers.applied_up_to(tree.last_processed_zxid)
-            for effect in effects:
-                self.execute(effect)
-        if workers is not None and self.hub is not None:
-            self.hub.applied_through(tree.last_processed_zxid)
-            workers.send(self.hub.take())
-
-    def _start_workers(self, server: LeaderServerCore) -> None:
-        """The term serves: start the workers over the tree as it is now."""
-        count = self.host.config.server_workers
-        server.sessions.partition(0, count)
-        self.hub = WorkerHub(server)
-        self.workers = WorkerPool(self.host.config, count, self.hub, self.host.schedule_flush, mode="leader")
-        self.workers.start(*self.host.client_ports())
-
-    async def close_workers(self) -> None:
-        """After ``close``: wait for the workers to exit (killed if they do not in time)."""
-        if self.workers is not None:
-            await self.workers.close()
-
     def execute(self, effect: fx.Effect) -> None:
-        if isinstance(effect, fx.AppendLog):
-            super().execute(effect)
-            if self.hub is not None:
-                self.hub.proposed(effect.zxids, effect.payloads)
-        elif isinstance(effect, fx.Serving):
-            if self.host.config.server_workers > 1 and isinstance(effect.server, LeaderServerCore):
-                self._start_workers(effect.server)
-            super().execute(effect)
-        elif isinstance(effect, fx.Send):
+        if isinstance(effect, fx.Send):
             link = self.links.get(effect.link)
             if link is not None and link.transport is not None and not link.transport.is_closing():
                 link.transport.write(effect.data)
@@ -193,8 +144,7 @@ class LeaderTerm(Term):
         if self._ticker is not None:
             self._ticker.cancel()
         self.core.stop("term closed")
-        if self.workers is not None:
-            self.workers.stop()  # their clients are dropped with the member's
+        self.stop_workers()
         for link in list(self.links.values()):
             if link.transport is not None:
                 link.transport.abort()

@@ -155,10 +155,6 @@ class QuorumPeer(ServesClients):
         await self.admin.start()  # a port it cannot bind costs a log line, not the server
         await self.metrics_endpoint.start()  # likewise
         log.info("server %d: %s", self.sid, serving_line(self.config, self.port, self.admin.port))
-        if self.config.server_workers > 1:
-            log.warning("server %d: serverWorkers=%d: the client port is served from %d processes while this "
-                        "member leads; as a follower or observer from this one alone (not built yet)", self.sid,
-                        self.config.server_workers, self.config.server_workers)
         stopping = asyncio.ensure_future(stop.wait())
         try:
             while not stop.is_set() and self.failure is None:
@@ -249,8 +245,7 @@ class QuorumPeer(ServesClients):
             self._designated = term.core.designated
             self.close_clients()
             self.mode = "looking"
-            if isinstance(term, LeaderTerm):
-                await term.close_workers()  # their clients were dropped with close(): wait for them to exit
+            await term.close_workers()  # their clients were dropped with close(): wait for them to exit
         # a term that broke off with an exception may have left its tree half-way: start from disk
         return term.carry_over() if self.failure is None and not crashed else None
 

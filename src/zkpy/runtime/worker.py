@@ -85,7 +85,8 @@ class Hello:
     log_level: int
     log_file: str | None = None  # the member's log file (--log-dir), appended to by the worker too
     log_formatter: logging.Formatter | None = None  # the member's formatter (text or JSON)
-    mode: str = "standalone"  # the member's mode, as four-letter words say it (an ensemble leader's: leader)
+    mode: str = "standalone"  # the member's mode, as four-letter words say it (a member's role)
+    leader_id: int = -1  # a member's leader
 
 
 def read_hello(sock: socket.socket) -> Hello:
@@ -130,9 +131,7 @@ class Worker(ServesClients):
         self.config = hello.config
         self.hello = hello
         self.mode = hello.mode
-        quorum = hello.config.quorum
-        if hello.mode == "leader" and quorum is not None and quorum.my_id is not None:
-            self.leader_id = int(quorum.my_id)
+        self.leader_id = hello.leader_id
         self.applied = applied
         self.feed = WorkerFeed()
         self.pipeline: LearnerServerCore | None = None

@@ -69,9 +69,10 @@ class WorkerPool:
     """The N-1 workers of a server; ``on_input`` asks the owner to flush (pipeline and links)."""
 
     def __init__(self, config: ServerConfig, count: int, hub: WorkerHub, on_input: Callable[[], None],
-                 mode: str = "standalone") -> None:
+                 mode: str = "standalone", leader_id: int = -1) -> None:
         self.config = config
-        self.mode = mode  # what the workers' four-letter words call the server (an ensemble leader's: leader)
+        self.mode = mode  # what the workers' four-letter words call the server (a member's role)
+        self.leader_id = leader_id
         self.count = count
         self.hub = hub
         self.on_input = on_input
@@ -132,10 +133,11 @@ class WorkerPool:
             formatter = next((h.formatter for h in root.handlers if h.formatter is not None), None)
         try:
             encode_hello(Hello(self._config, index, self.count, root.getEffectiveLevel(), log_file, formatter,
-                               self.mode))
+                               self.mode, self.leader_id))
         except Exception:  # a formatter that does not pickle: the worker's own text lines then
             formatter = None
-        return Hello(self._config, index, self.count, root.getEffectiveLevel(), log_file, formatter, self.mode)
+        return Hello(self._config, index, self.count, root.getEffectiveLevel(), log_file, formatter, self.mode,
+                     self.leader_id)
 
     def send(self, outputs: list[tuple[int, bytes]]) -> None:
         for index, data in outputs:

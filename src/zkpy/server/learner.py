@@ -13,6 +13,7 @@ their createSession to the leader ahead of the request that needs it.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from typing import Any
 
 from zkpy.config import ServerConfig
@@ -24,6 +25,7 @@ from zkpy.server.sessions import session_password
 from zkpy.tree.datatree import DataTree
 from zkpy.wire.consts import OpCode
 from zkpy.wire.jute import INT
+from zkpy.wire.proto import Id
 from zkpy.wire.txn import TxnHeader
 
 
@@ -32,7 +34,10 @@ class LearnerServerCore(ServerCore):
                  tree: DataTree | None = None, next_zxid: int | None = None) -> None:
         super().__init__(config, now_ms, wall_ms, log, tree, next_zxid)
         self._pending_revalidation: dict[int, Connection] = {}  # sessions waiting for the leader's word
-        self._pending_syncs: deque[Forwarded] = deque()  # forwarded syncs waiting for the leader's SYNC
+        # forwarded syncs waiting for the leader's SYNC, mine and my workers' (their link ids)
+        self._pending_syncs: deque[Forwarded | int] = deque()
+        self._relayed_revalidations: dict[int, deque[int]] = {}  # session -> the links that asked, in order
+        self._relayed: list[tuple[int, int | None, bool]] = []  # answers for workers: (link, session, valid)
         self._touched: dict[int, int] = {}  # sessions seen since the last PING reply -> timeout
         if config.quorum is not None and config.quorum.local_sessions:
             self.enable_local_sessions(config.quorum.local_sessions_upgrading)
@@ -87,7 +92,13 @@ class LearnerServerCore(ServerCore):
     # ---- the leader's answers
 
     def revalidated(self, session: int, valid: bool) -> None:
-        """The leader's answer for a session that moved here."""
+        """The leader's answer for a session that moved here (or to one of my workers)."""
+        links = self._relayed_revalidations.get(session)
+        if links:
+            self._relayed.append((links.popleft(), session, valid))
+            if not links:
+                del self._relayed_revalidations[session]
+            return
         conn = self._pending_revalidation.pop(session, None)
         if conn is None or conn.closing:
             return
@@ -113,8 +124,36 @@ class LearnerServerCore(ServerCore):
             self.log("SYNC from the leader with no sync pending")
             return
         f = self._pending_syncs.popleft()
+        if isinstance(f, int):
+            self._relayed.append((f, None, True))
+            return
         f.done = True
         self._drain_queue(f.conn.session_id)
+
+    # ---- my workers' requests (serverWorkers on a learner: member.workers relays them)
+
+    def relay_request(self, link: int, session: int, cxid: int, op: int, body: bytes, auth: tuple[Id, ...]) -> None:
+        """A request a worker forwarded: to the leader as it is, after what went before it. A
+        sync's SYNC is the worker's (``take_relayed``), in the order the syncs were sent."""
+        if op == OpCode.SYNC:
+            self._pending_syncs.append(link)
+        self._out.append(Forward(session, cxid, op, body, auth))
+
+    def relay_revalidate(self, link: int, session: int, timeout_ms: int) -> None:
+        """A session moved to a worker: the leader says whether it lives (``take_relayed``)."""
+        self._relayed_revalidations.setdefault(session, deque()).append(link)
+        self._out.append(Revalidate(session, timeout_ms))
+
+    def touch(self, touches: Iterable[tuple[int, int]]) -> None:
+        """Sessions a worker saw alive: reported with mine in the next PING reply."""
+        for session, timeout in touches:
+            self._touched[session] = timeout
+
+    def take_relayed(self) -> list[tuple[int, int | None, bool]]:
+        """The leader's answers for my workers since the last call, in order: ``(link, None, True)``
+        for a sync, ``(link, session, valid)`` for a revalidation."""
+        out, self._relayed = self._relayed, []
+        return out
 
     def apply_committed(self, hdr: TxnHeader, txn: Any) -> None:
         """A committed txn, in zxid order; answer the local client that sent it, if any."""
