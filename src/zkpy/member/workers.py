@@ -99,6 +99,8 @@ class WorkerHub:
 
     def detach(self, link: int) -> None:
         self._links.pop(link, None)
+        if isinstance(self.server, LearnerServerCore):
+            self.server.relay_lost(link)
 
     @property
     def links(self) -> int:

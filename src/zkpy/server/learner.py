@@ -28,6 +28,8 @@ from zkpy.wire.jute import INT
 from zkpy.wire.proto import Id
 from zkpy.wire.txn import TxnHeader
 
+_GONE = -1  # the link id of a worker whose link closed while the leader's answer was due
+
 
 class LearnerServerCore(ServerCore):
     def __init__(self, config: ServerConfig, now_ms: int, wall_ms: int, log: Log = lambda _m: None,
@@ -95,9 +97,11 @@ class LearnerServerCore(ServerCore):
         """The leader's answer for a session that moved here (or to one of my workers)."""
         links = self._relayed_revalidations.get(session)
         if links:
-            self._relayed.append((links.popleft(), session, valid))
+            link = links.popleft()
             if not links:
                 del self._relayed_revalidations[session]
+            if link != _GONE:
+                self._relayed.append((link, session, valid))
             return
         conn = self._pending_revalidation.pop(session, None)
         if conn is None or conn.closing:
@@ -125,7 +129,8 @@ class LearnerServerCore(ServerCore):
             return
         f = self._pending_syncs.popleft()
         if isinstance(f, int):
-            self._relayed.append((f, None, True))
+            if f != _GONE:
+                self._relayed.append((f, None, True))
             return
         f.done = True
         self._drain_queue(f.conn.session_id)
@@ -148,6 +153,16 @@ class LearnerServerCore(ServerCore):
         """Sessions a worker saw alive: reported with mine in the next PING reply."""
         for session, timeout in touches:
             self._touched[session] = timeout
+
+    def relay_lost(self, link: int) -> None:
+        """A worker's link closed: the leader's answers for it are dropped (a worker started
+        again under the same link id must not take them for answers to its own requests)."""
+        self._pending_syncs = deque(_GONE if f == link and isinstance(f, int) else f for f in self._pending_syncs)
+        for links in self._relayed_revalidations.values():
+            for i, owner in enumerate(links):
+                if owner == link:
+                    links[i] = _GONE
+        self._relayed = [r for r in self._relayed if r[0] != link]
 
     def take_relayed(self) -> list[tuple[int, int | None, bool]]:
         """The leader's answers for my workers since the last call, in order: ``(link, None, True)``
