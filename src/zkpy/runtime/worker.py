@@ -14,8 +14,8 @@ pipeline (``server.learner.LearnerServerCore``) fed by ``member.workers.WorkerFe
 The worker lives as long as its link: when the member exits (or is killed) the kernel closes
 the link, and the worker drops its clients and exits, so no worker outlives its member.
 Four-letter words answered here describe this process (its connections, its replica: the
-member's mode, ``standalone`` or ``leader``, the replica's zxid and node count; no quorum lines
-in ``mntr``); the AdminServer and /metrics are the member's.
+member's mode, ``standalone`` or its role in the ensemble, the replica's zxid and node count;
+no quorum lines in ``mntr``); the AdminServer and /metrics are the member's.
 """
 
 from __future__ import annotations
