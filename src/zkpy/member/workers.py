@@ -8,7 +8,11 @@ is a learner's (``server.learner.LearnerServerCore``): reads are answered from t
 writes, new sessions and syncs are forwarded (REQUEST), a session that moved to it is
 revalidated (REVALIDATE), and the sessions its clients keep alive are reported (PING), as a
 learner does to its leader. The member's pipeline takes them as a leader's takes its learners'
-(``server.leader.LeaderServerCore``: ``learner_request``, ``touch``, ``revalidate``).
+(``server.leader.LeaderServerCore``: ``learner_request``, ``touch``, ``revalidate``) on a
+standalone server or an ensemble's leader; on a follower or an observer the member's pipeline
+is a learner's, which relays them to the leader through its own link
+(``server.learner.LearnerServerCore``: ``relay_request``, ``relay_revalidate``, ``touch``) and
+hands back the leader's answers (``take_relayed``).
 
 The packets are Zab's ``QuorumPacket`` records with Zab's type numbers and payloads; only what
 the member and its workers need of Zab is used (no epochs, no acks: the member is the only
@@ -20,6 +24,8 @@ Invariants owned here:
 - a worker's sync is answered (SYNC) only after every txn the member had proposed when the sync
   arrived was sent to that worker (the worker's link is FIFO, so its forwarded writes came
   first): a read after a sync on a worker sees every write any process acknowledged before it;
+  on a learner, only after the leader's SYNC for it arrived and every txn applied before that
+  SYNC was sent to the worker (``take`` puts the answers after the txns);
 - session ids are partitioned: process ``index`` of ``count`` hands out ids with
   ``id % count == index`` (``SessionTracker.partition``), so no two processes choose the same id.
 """
@@ -83,7 +89,8 @@ class _Link:
 
 class WorkerHub:
     """The member's end of its workers' links (ids the shell picks): feed it the txns the
-    pipeline proposes and the count applied; take what each link is sent with ``take``."""
+    pipeline proposes and the count (or the zxid) applied; take what each link is sent with
+    ``take``."""
 
     def __init__(self, server: LeaderServerCore | LearnerServerCore) -> None:
         self.server = server

@@ -8,6 +8,12 @@ the oldest forwarded sync (``sync_done``). Global sessions are only reported ali
 (``take_touches``, in the PING reply): the leader expires them. Local sessions
 (localSessionsEnabled) are this learner's alone (``server.local_sessions``); an upgrade sends
 their createSession to the leader ahead of the request that needs it.
+
+With ``serverWorkers`` on a follower or an observer, this pipeline also relays its workers'
+requests to the leader (``relay_request``, ``relay_revalidate``, ``touch``; ``member.workers``)
+in the order they arrived, among its own: the leader's SYNCs answer the syncs in the order they
+were sent, whoever sent them, and a revalidation's answer goes to whoever asked
+(``take_relayed``); answers due to a worker whose link closed go nowhere (``relay_lost``).
 """
 
 from __future__ import annotations
