@@ -5,6 +5,7 @@ keep their sessions (and ephemerals) when their server goes.
 
 from __future__ import annotations
 
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -24,14 +25,20 @@ from zkpy.testing.servers import (
     server_of_session,
     start_ensemble,
     wait_ensemble_serving,
+    wait_workers,
 )
 
 pytestmark = pytest.mark.timeout(240)
 
 
 @pytest.fixture
-def ensemble3() -> Iterator[list[ServerProcess]]:
-    servers = start_ensemble(["zkpy"] * 3)
+def ensemble3(request: pytest.FixtureRequest) -> Iterator[list[ServerProcess]]:
+    """Three zkpy members, each serving from ``serverWorkers`` processes (indirect parameter,
+    default 1)."""
+    workers = getattr(request, "param", 1)
+    servers = start_ensemble(["zkpy"] * 3, {"serverWorkers": str(workers)})
+    for s in servers if workers > 1 else ():
+        wait_workers(s, workers, 30)
     yield servers
     cleanup_ensemble(servers)
 
@@ -114,15 +121,43 @@ def wait_new_leader(servers: list[ServerProcess], old: ServerProcess, deadline_s
     raise AssertionError("no new leader elected")
 
 
-def test_kill_the_leader_moves_clients_and_loses_nothing(ensemble3: list[ServerProcess]) -> None:
+def _worker_pids(server: ServerProcess) -> list[int]:
+    """The pids of the workers a member started (it logs each start)."""
+    return [int(pid) for pid in re.findall(r"worker \d+ started: pid (\d+)", server.log())]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("ensemble3", [1, 2], ids=["1-process", "2-processes-each"], indirect=True)
+def test_kill_the_leader_moves_clients_and_loses_nothing(ensemble3: list[ServerProcess],
+                                                         request: pytest.FixtureRequest) -> None:
+    """With serverWorkers=2 the writers' and the holder's sessions may live on any member's worker;
+    the kill -9 takes the leader's worker with it, the followers' terms end (their workers exit
+    too), and every member starts fresh workers in the new term."""
     servers = ensemble3
+    count = request.node.callspec.params["ensemble3"]
     writers = start_writers(servers)
     leader = ensemble_leader(servers)
     holder = SessionHolder(servers, on=leader)
+    workers = {s.extra["myid"]: _worker_pids(s) for s in servers}
+    assert all(len(pids) == count - 1 for pids in workers.values()), workers
     try:
         leader.stop(signal.SIGKILL)
         new = wait_new_leader(servers, leader)
         assert new is not leader
+        deadline = time.monotonic() + 15
+        while any(_alive(w) for pids in workers.values() for w in pids):
+            assert time.monotonic() < deadline, "a worker outlived its member's term"
+            time.sleep(0.05)
+        while count > 1 and len(_worker_pids(new)) < 2 * (count - 1):  # the new term's worker
+            assert time.monotonic() < deadline + 15, "the new leader started no worker"
+            time.sleep(0.05)
         holder.check_kept()
         restart_ensemble_member(leader)
         finish(servers, writers)

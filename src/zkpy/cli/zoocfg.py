@@ -277,10 +277,6 @@ def config_from_properties(props: dict[str, str], source: str, read_myid: MyidRe
         raise ConfigError(f"{source}: standaloneEnabled=false needs server.N lines with at least one participant")
     elif hierarchy.keys:
         raise ConfigError(f"{hierarchy.source}: {hierarchy.keys[0]}: group and weight lines need server.N lines")
-    if values.get("server_workers", 1) > 1 and servers and values["quorum"].is_ensemble:
-        log.warning("%s: serverWorkers=%d: an ensemble member serves its clients from one process (worker "
-                    "processes serve standalone servers only, for now)", source, values["server_workers"])
-        values["server_workers"] = 1
     if quorum_values.get("local_sessions") and not (servers and values["quorum"].is_ensemble):
         log.warning("%s: localSessionsEnabled has no effect on a standalone server: its sessions are all global, "
                     "as in ZooKeeper 3.8", source)

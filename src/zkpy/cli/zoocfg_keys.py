@@ -248,8 +248,8 @@ KEYS: dict[str, KeyRule] = {
                                "'auto': one per CPU). The member recovers the data dir, owns the txn log and "
                                "serves; serverWorkers-1 worker processes each hold a replica fed like an "
                                "observer, share the port with SO_REUSEPORT and forward writes and sessions "
-                               "to it. A standalone server only: an ensemble member serves from one process "
-                               "(WARN)", "server_workers"),
+                               "to it; an ensemble member in any role starts fresh workers each term (a "
+                               "follower's or observer's relayed to the leader through it)", "server_workers"),
     "zookeeper.commitProcessor.numWorkerThreads": _none(_JVM),
     "zookeeper.commitProcessor.maxReadBatchSize": _none(_JVM),
     "zookeeper.commitProcessor.maxCommitBatchSize": _none(_JVM),

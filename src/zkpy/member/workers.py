@@ -8,7 +8,11 @@ is a learner's (``server.learner.LearnerServerCore``): reads are answered from t
 writes, new sessions and syncs are forwarded (REQUEST), a session that moved to it is
 revalidated (REVALIDATE), and the sessions its clients keep alive are reported (PING), as a
 learner does to its leader. The member's pipeline takes them as a leader's takes its learners'
-(``server.leader.LeaderServerCore``: ``learner_request``, ``touch``, ``revalidate``).
+(``server.leader.LeaderServerCore``: ``learner_request``, ``touch``, ``revalidate``) on a
+standalone server or an ensemble's leader; on a follower or an observer the member's pipeline
+is a learner's, which relays them to the leader through its own link
+(``server.learner.LearnerServerCore``: ``relay_request``, ``relay_revalidate``, ``touch``) and
+hands back the leader's answers (``take_relayed``).
 
 The packets are Zab's ``QuorumPacket`` records with Zab's type numbers and payloads; only what
 the member and its workers need of Zab is used (no epochs, no acks: the member is the only
@@ -20,6 +24,8 @@ Invariants owned here:
 - a worker's sync is answered (SYNC) only after every txn the member had proposed when the sync
   arrived was sent to that worker (the worker's link is FIFO, so its forwarded writes came
   first): a read after a sync on a worker sees every write any process acknowledged before it;
+  on a learner, only after the leader's SYNC for it arrived and every txn applied before that
+  SYNC was sent to the worker (``take`` puts the answers after the txns);
 - session ids are partitioned: process ``index`` of ``count`` hands out ids with
   ``id % count == index`` (``SessionTracker.partition``), so no two processes choose the same id.
 """
@@ -83,12 +89,14 @@ class _Link:
 
 class WorkerHub:
     """The member's end of its workers' links (ids the shell picks): feed it the txns the
-    pipeline proposes and the count applied; take what each link is sent with ``take``."""
+    pipeline proposes and the count (or the zxid) applied; take what each link is sent with
+    ``take``."""
 
-    def __init__(self, server: LeaderServerCore) -> None:
+    def __init__(self, server: LeaderServerCore | LearnerServerCore) -> None:
         self.server = server
         self._links: dict[int, _Link] = {}
         self._proposed: deque[tuple[int, bytes]] = deque()  # (zxid, payload) proposed, not applied, in order
+        self._last_proposed = -1  # a learner's shell may hand a txn over twice (logged before it served)
 
     def attach(self, link: int) -> None:
         """A worker's link opened: it is sent the tree as it is now, then every txn applied after."""
@@ -98,6 +106,8 @@ class WorkerHub:
 
     def detach(self, link: int) -> None:
         self._links.pop(link, None)
+        if isinstance(self.server, LearnerServerCore):
+            self.server.relay_lost(link)
 
     @property
     def links(self) -> int:
@@ -106,7 +116,10 @@ class WorkerHub:
     def proposed(self, zxids: Iterable[int], payloads: Iterable[bytes]) -> None:
         """The pipeline handed these txns over (its `Propose` outputs, serialized once for the log
         and the link: ``storage.txnlog.encode_payload``), in zxid order."""
-        self._proposed.extend(zip(zxids, payloads, strict=True))
+        for zxid, payload in zip(zxids, payloads, strict=True):
+            if zxid > self._last_proposed:
+                self._proposed.append((zxid, payload))
+                self._last_proposed = zxid
 
     def applied(self, count: int) -> None:
         """The pipeline applied its oldest ``count`` proposed txns: send them to every worker."""
@@ -121,6 +134,17 @@ class WorkerHub:
                 state.out.extend(packets)
         self._release_syncs()
 
+    def applied_through(self, zxid: int) -> None:
+        """The pipeline applied every txn it proposed up to ``zxid`` (a leader's pipeline, whose
+        commits the member core runs: the shell compares the tree's zxid after each batch)."""
+        count = 0
+        for proposed_zxid, _ in self._proposed:
+            if proposed_zxid > zxid:
+                break
+            count += 1
+        if count:
+            self.applied(count)
+
     def receive(self, link: int, data: bytes) -> None:
         """Bytes from a worker: its forwarded requests go to the pipeline (the shell flushes it)."""
         state = self._links.get(link)
@@ -134,17 +158,23 @@ class WorkerHub:
                 if len(body) < _REQUEST_HEAD.size:
                     raise LinkError(f"REQUEST of {len(body)} bytes")
                 session, cxid, op = _REQUEST_HEAD.unpack_from(body, 0)
-                if op == OpCode.SYNC:
+                auth = tuple(p.authinfo or ())
+                if isinstance(server, LearnerServerCore):
+                    server.relay_request(link, session, cxid, op, body[_REQUEST_HEAD.size:], auth)
+                elif op == OpCode.SYNC:
                     state.syncs.append(server.next_zxid - 1)  # the last txn proposed before it
                 else:
-                    server.learner_request(session, cxid, op, body[_REQUEST_HEAD.size:], tuple(p.authinfo or ()))
+                    server.learner_request(session, cxid, op, body[_REQUEST_HEAD.size:], auth)
             elif p.type == PacketType.PING:
                 server.touch(_TOUCH.unpack_from(body, at) for at in range(0, len(body) - len(body) % _TOUCH.size,
                                                                           _TOUCH.size))
             elif p.type == PacketType.REVALIDATE:
                 session, timeout = _REVALIDATE_REQ.unpack_from(body, 0)
-                valid = server.revalidate(session, timeout)
-                state.out.append(_packet(PacketType.REVALIDATE, -1, _REVALIDATE_REP.pack(session, valid)))
+                if isinstance(server, LearnerServerCore):
+                    server.relay_revalidate(link, session, timeout)
+                else:
+                    valid = server.revalidate(session, timeout)
+                    state.out.append(_packet(PacketType.REVALIDATE, -1, _REVALIDATE_REP.pack(session, valid)))
             else:
                 raise LinkError(f"packet type {p.type} from a worker")
         self._release_syncs()
@@ -157,7 +187,17 @@ class WorkerHub:
                 state.out.append(_packet(PacketType.SYNC, -1, b""))
 
     def take(self) -> list[tuple[int, bytes]]:
-        """What each link is sent now (links with nothing to send are left out)."""
+        """What each link is sent now (links with nothing to send are left out). A learner's
+        answers for its workers come after the txns applied before them."""
+        if isinstance(self.server, LearnerServerCore):
+            for link, session, valid in self.server.take_relayed():
+                state = self._links.get(link)
+                if state is None:
+                    continue
+                if session is None:
+                    state.out.append(_packet(PacketType.SYNC, -1, b""))
+                else:
+                    state.out.append(_packet(PacketType.REVALIDATE, -1, _REVALIDATE_REP.pack(session, valid)))
         out = []
         for link, state in self._links.items():
             if state.out:

@@ -3,6 +3,10 @@ is ``member.leading.LeadingCore``'s.
 
 Every packet that arrived on a learner's connection is handed to the core before its effects
 run, so each learner gets one write per loop turn.
+
+With ``serverWorkers`` = N > 1 the leader serves its client port from N processes while its
+term serves (``runtime.term``): its workers' forwarded requests, syncs, revalidations and
+session touches go into the leader's pipeline as its learners' do (``member.workers``).
 """
 
 from __future__ import annotations
@@ -140,6 +144,7 @@ class LeaderTerm(Term):
         if self._ticker is not None:
             self._ticker.cancel()
         self.core.stop("term closed")
+        self.stop_workers()
         for link in list(self.links.values()):
             if link.transport is not None:
                 link.transport.abort()

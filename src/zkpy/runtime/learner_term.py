@@ -1,5 +1,7 @@
 """One term as follower or observer, on sockets: the connection to the leader, the timers, the
 fsync worker, and the disk work of a TRUNC; everything else is ``member.learning.LearningCore``'s.
+With ``serverWorkers`` > 1 the learner's workers (``runtime.term``) are relayed to the leader
+through this learner's own link (``LearnerServerCore.relay_*``, ``member.workers``).
 """
 
 from __future__ import annotations
@@ -124,8 +126,16 @@ class LearnerTerm(Term):
         self.persistence = Persistence(host.config, host.disk, host.dirs)
         self._start_persistence()
 
+    def _logged_unapplied(self) -> tuple[list[int], list[bytes]]:
+        logged = self.core.zab.unapplied_logged()
+        return [zxid for zxid, _ in logged], [data for _, data in logged]
+
+    def _leader_id(self) -> int:
+        return self.leader_sid
+
     def close(self) -> None:
         self.core.stop("term closed")
+        self.stop_workers()
         if self._ticker is not None:
             self._ticker.cancel()
         if self._reader_task is not None:

@@ -77,7 +77,8 @@ class QuorumPeer(ServesClients):
         self.verifier = quorum_verifier(self.quorum)
         self.disk = OsDisk(faults, config.force_sync)
         self.dirs = DataDirs.of(config.data_dir, config.data_log_dir)
-        self.clients = ClientPort(config, self, self.schedule_flush)
+        # serverWorkers > 1: while this member leads, worker processes share its client port
+        self.clients = ClientPort(config, self, self.schedule_flush, reuse_port=config.server_workers > 1)
         self.quorum_tls = quorum_tls(config.quorum_tls)  # sslQuorum (raises TlsConfigError; the CLI checks first)
         self.mode = "looking"
         self.persistence: Persistence | None = None
@@ -130,6 +131,10 @@ class QuorumPeer(ServesClients):
 
     def write_client(self, conn: Connection) -> None:
         self.clients.write(conn)
+
+    def client_ports(self) -> tuple[int, int | None]:
+        """The client ports listened on (the TLS one, if any): where a leader's workers listen too."""
+        return self.clients.port, self.clients.secure_port if self.config.secure_client_port is not None else None
 
     def close_clients(self) -> None:
         self.clients.drop_all()
@@ -240,6 +245,7 @@ class QuorumPeer(ServesClients):
             self._designated = term.core.designated
             self.close_clients()
             self.mode = "looking"
+            await term.close_workers()  # their clients were dropped with close(): wait for them to exit
         # a term that broke off with an exception may have left its tree half-way: start from disk
         return term.carry_over() if self.failure is None and not crashed else None
 

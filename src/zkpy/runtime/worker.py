@@ -13,8 +13,9 @@ pipeline (``server.learner.LearnerServerCore``) fed by ``member.workers.WorkerFe
 
 The worker lives as long as its link: when the member exits (or is killed) the kernel closes
 the link, and the worker drops its clients and exits, so no worker outlives its member.
-Four-letter words answered here describe this process (its connections, its replica: ``Mode:
-standalone``, the replica's zxid and node count); the AdminServer and /metrics are the member's.
+Four-letter words answered here describe this process (its connections, its replica: the
+member's mode, ``standalone`` or its role in the ensemble, the replica's zxid and node count;
+no quorum lines in ``mntr``); the AdminServer and /metrics are the member's.
 """
 
 from __future__ import annotations
@@ -84,6 +85,8 @@ class Hello:
     log_level: int
     log_file: str | None = None  # the member's log file (--log-dir), appended to by the worker too
     log_formatter: logging.Formatter | None = None  # the member's formatter (text or JSON)
+    mode: str = "standalone"  # the member's mode, as four-letter words say it (a member's role)
+    leader_id: int = -1  # a member's leader
 
 
 def read_hello(sock: socket.socket) -> Hello:
@@ -127,6 +130,8 @@ class Worker(ServesClients):
     def __init__(self, hello: Hello, applied: SharedZxid) -> None:
         self.config = hello.config
         self.hello = hello
+        self.mode = hello.mode
+        self.leader_id = hello.leader_id
         self.applied = applied
         self.feed = WorkerFeed()
         self.pipeline: LearnerServerCore | None = None

@@ -68,8 +68,11 @@ class _Link(asyncio.Protocol):
 class WorkerPool:
     """The N-1 workers of a server; ``on_input`` asks the owner to flush (pipeline and links)."""
 
-    def __init__(self, config: ServerConfig, count: int, hub: WorkerHub, on_input: Callable[[], None]) -> None:
+    def __init__(self, config: ServerConfig, count: int, hub: WorkerHub, on_input: Callable[[], None],
+                 mode: str = "standalone", leader_id: int = -1) -> None:
         self.config = config
+        self.mode = mode  # what the workers' four-letter words call the server (a member's role)
+        self.leader_id = leader_id
         self.count = count
         self.hub = hub
         self.on_input = on_input
@@ -129,10 +132,12 @@ class WorkerPool:
         else:
             formatter = next((h.formatter for h in root.handlers if h.formatter is not None), None)
         try:
-            encode_hello(Hello(self._config, index, self.count, root.getEffectiveLevel(), log_file, formatter))
+            encode_hello(Hello(self._config, index, self.count, root.getEffectiveLevel(), log_file, formatter,
+                               self.mode, self.leader_id))
         except Exception:  # a formatter that does not pickle: the worker's own text lines then
             formatter = None
-        return Hello(self._config, index, self.count, root.getEffectiveLevel(), log_file, formatter)
+        return Hello(self._config, index, self.count, root.getEffectiveLevel(), log_file, formatter, self.mode,
+                     self.leader_id)
 
     def send(self, outputs: list[tuple[int, bytes]]) -> None:
         for index, data in outputs:
@@ -173,12 +178,17 @@ class WorkerPool:
                     code, lived, delay)
         self.loop.call_later(delay, self._spawn, index)
 
-    async def close(self) -> None:
+    def stop(self) -> None:
+        """Close the links: the workers drop their clients and exit; none is started again."""
         self.closing = True
-        procs = list(self.procs.values())
         for link in list(self.links.values()):
             if link.transport is not None:
                 link.transport.close()
+
+    async def close(self) -> None:
+        """``stop``, then wait for the workers to exit (killed after ``STOP_WAIT_S``)."""
+        procs = list(self.procs.values())
+        self.stop()
         assert self.loop is not None or not procs
         for proc in procs:
             assert self.loop is not None

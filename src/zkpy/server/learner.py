@@ -8,11 +8,18 @@ the oldest forwarded sync (``sync_done``). Global sessions are only reported ali
 (``take_touches``, in the PING reply): the leader expires them. Local sessions
 (localSessionsEnabled) are this learner's alone (``server.local_sessions``); an upgrade sends
 their createSession to the leader ahead of the request that needs it.
+
+With ``serverWorkers`` on a follower or an observer, this pipeline also relays its workers'
+requests to the leader (``relay_request``, ``relay_revalidate``, ``touch``; ``member.workers``)
+in the order they arrived, among its own: the leader's SYNCs answer the syncs in the order they
+were sent, whoever sent them, and a revalidation's answer goes to whoever asked
+(``take_relayed``); answers due to a worker whose link closed go nowhere (``relay_lost``).
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from typing import Any
 
 from zkpy.config import ServerConfig
@@ -24,7 +31,10 @@ from zkpy.server.sessions import session_password
 from zkpy.tree.datatree import DataTree
 from zkpy.wire.consts import OpCode
 from zkpy.wire.jute import INT
+from zkpy.wire.proto import Id
 from zkpy.wire.txn import TxnHeader
+
+_GONE = -1  # the link id of a worker whose link closed while the leader's answer was due
 
 
 class LearnerServerCore(ServerCore):
@@ -32,7 +42,10 @@ class LearnerServerCore(ServerCore):
                  tree: DataTree | None = None, next_zxid: int | None = None) -> None:
         super().__init__(config, now_ms, wall_ms, log, tree, next_zxid)
         self._pending_revalidation: dict[int, Connection] = {}  # sessions waiting for the leader's word
-        self._pending_syncs: deque[Forwarded] = deque()  # forwarded syncs waiting for the leader's SYNC
+        # forwarded syncs waiting for the leader's SYNC, mine and my workers' (their link ids)
+        self._pending_syncs: deque[Forwarded | int] = deque()
+        self._relayed_revalidations: dict[int, deque[int]] = {}  # session -> the links that asked, in order
+        self._relayed: list[tuple[int, int | None, bool]] = []  # answers for workers: (link, session, valid)
         self._touched: dict[int, int] = {}  # sessions seen since the last PING reply -> timeout
         if config.quorum is not None and config.quorum.local_sessions:
             self.enable_local_sessions(config.quorum.local_sessions_upgrading)
@@ -87,7 +100,15 @@ class LearnerServerCore(ServerCore):
     # ---- the leader's answers
 
     def revalidated(self, session: int, valid: bool) -> None:
-        """The leader's answer for a session that moved here."""
+        """The leader's answer for a session that moved here (or to one of my workers)."""
+        links = self._relayed_revalidations.get(session)
+        if links:
+            link = links.popleft()
+            if not links:
+                del self._relayed_revalidations[session]
+            if link != _GONE:
+                self._relayed.append((link, session, valid))
+            return
         conn = self._pending_revalidation.pop(session, None)
         if conn is None or conn.closing:
             return
@@ -113,8 +134,47 @@ class LearnerServerCore(ServerCore):
             self.log("SYNC from the leader with no sync pending")
             return
         f = self._pending_syncs.popleft()
+        if isinstance(f, int):
+            if f != _GONE:
+                self._relayed.append((f, None, True))
+            return
         f.done = True
         self._drain_queue(f.conn.session_id)
+
+    # ---- my workers' requests (serverWorkers on a learner: member.workers relays them)
+
+    def relay_request(self, link: int, session: int, cxid: int, op: int, body: bytes, auth: tuple[Id, ...]) -> None:
+        """A request a worker forwarded: to the leader as it is, after what went before it. A
+        sync's SYNC is the worker's (``take_relayed``), in the order the syncs were sent."""
+        if op == OpCode.SYNC:
+            self._pending_syncs.append(link)
+        self._out.append(Forward(session, cxid, op, body, auth))
+
+    def relay_revalidate(self, link: int, session: int, timeout_ms: int) -> None:
+        """A session moved to a worker: the leader says whether it lives (``take_relayed``)."""
+        self._relayed_revalidations.setdefault(session, deque()).append(link)
+        self._out.append(Revalidate(session, timeout_ms))
+
+    def touch(self, touches: Iterable[tuple[int, int]]) -> None:
+        """Sessions a worker saw alive: reported with mine in the next PING reply."""
+        for session, timeout in touches:
+            self._touched[session] = timeout
+
+    def relay_lost(self, link: int) -> None:
+        """A worker's link closed: the leader's answers for it are dropped (a worker started
+        again under the same link id must not take them for answers to its own requests)."""
+        self._pending_syncs = deque(_GONE if f == link and isinstance(f, int) else f for f in self._pending_syncs)
+        for links in self._relayed_revalidations.values():
+            for i, owner in enumerate(links):
+                if owner == link:
+                    links[i] = _GONE
+        self._relayed = [r for r in self._relayed if r[0] != link]
+
+    def take_relayed(self) -> list[tuple[int, int | None, bool]]:
+        """The leader's answers for my workers since the last call, in order: ``(link, None, True)``
+        for a sync, ``(link, session, valid)`` for a revalidation."""
+        out, self._relayed = self._relayed, []
+        return out
 
     def apply_committed(self, hdr: TxnHeader, txn: Any) -> None:
         """A committed txn, in zxid order; answer the local client that sent it, if any."""

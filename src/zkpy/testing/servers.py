@@ -180,11 +180,11 @@ def start_zkpy(settings: Mapping[str, str | None] | None = None, ready_s: float 
         _wait_ready(server, ready_s)
         workers = settings.get("serverWorkers")
         if workers is not None and workers.isdigit() and int(workers) > 1:
-            _wait_workers(server, int(workers), ready_s)
+            wait_workers(server, int(workers), ready_s)
     return server
 
 
-def _wait_workers(server: ServerProcess, count: int, deadline_s: float) -> None:
+def wait_workers(server: ServerProcess, count: int, deadline_s: float) -> None:
     """Wait until each worker of a server with ``serverWorkers`` = ``count`` listens (it logs so)."""
     deadline = time.monotonic() + deadline_s
     while not all(f"[worker {k}] serving " in (text := server.log()) for k in range(1, count)):

@@ -193,3 +193,45 @@ def test_a_workers_read_waits_for_the_zxid_the_member_had_applied_when_it_arrive
     pair.pump()
     got = frames(reader)
     assert got[0][:2] == (1, 0) and GetDataResponse.from_bytes(got[0][2]).data == b"y"
+
+
+def test_a_learner_member_relays_its_workers_syncs_and_revalidations_to_the_leader_in_order() -> None:
+    """A follower's hub: the worker's requests leave as the member's pipeline's `Forward` and
+    `Revalidate` outputs (for its learner link), interleaved with its own; the leader's SYNCs
+    and revalidation answers go back to whoever asked, and none to a worker whose link closed."""
+    from zkpy.member.workers import _REVALIDATE_REP, _LinkReader
+    from zkpy.server.outputs import Forward, Revalidate
+    from zkpy.wire.quorum import PacketType
+
+    config = ServerConfig(tick_ms=TICK, min_session_timeout_ms=400, max_session_timeout_ms=4000)
+    member = LearnerServerCore(config, 0, WALL)
+    hub = WorkerHub(member)
+    hub.attach(1)
+    hub.take()  # the SNAP
+    feed = WorkerFeed()
+    feed.outputs([Forward(0x11, 5, OpCode.SET_DATA, b"body", ()), Forward(0x11, 6, OpCode.SYNC, b"s", ()),
+                  Revalidate(0x22, 3000)])
+    hub.receive(1, feed.take())
+    out = member.ready()
+    assert [(type(o).__name__, getattr(o, "op", None)) for o in out] == [
+        ("Forward", OpCode.SET_DATA), ("Forward", OpCode.SYNC), ("Revalidate", None)]
+    member.touch([(0x11, 3000)])
+    assert (0x11, 3000) in member.take_touches()
+    member.sync_done()
+    member.revalidated(0x22, True)
+    reader = _LinkReader(1 << 20)
+    reader.feed(b"".join(data for _, data in hub.take()))
+    got = []
+    while (p := reader.next()) is not None:
+        got.append((p.type, _REVALIDATE_REP.unpack_from(p.data, 0) if p.type == PacketType.REVALIDATE else None))
+    assert got == [(PacketType.SYNC, None), (PacketType.REVALIDATE, (0x22, True))]
+    # a worker's link closes with a sync and a revalidation due: their answers go nowhere
+    feed.outputs([Forward(0x11, 7, OpCode.SYNC, b"s", ()), Revalidate(0x33, 3000)])
+    hub.receive(1, feed.take())
+    member.ready()
+    hub.detach(1)
+    hub.attach(1)  # started again under the same id
+    hub.take()
+    member.sync_done()
+    member.revalidated(0x33, True)
+    assert hub.take() == []
