@@ -72,10 +72,10 @@ class AdminServer:
             return
         from aiohttp import web
 
-        from .tls import TlsConfigError, server_context
-
         context: ssl.SSLContext | None = None
         if cfg.admin_force_https:
+            from .tls import TlsConfigError, server_context
+
             tls, prefix = (cfg.quorum_tls, "ssl.quorum.") if cfg.quorum_tls is not None else (cfg.tls, "ssl.")
             if tls is None:
                 log.error("admin.forceHttps=true needs a key store (ssl.quorum.keyStore.* with sslQuorum=true, "
