@@ -366,7 +366,8 @@ def _parse(name: str, zxid: int, data: bytes, progress: ParseProgress | None = N
     def fail(pos: int, what: str) -> SnapshotError:
         return SnapshotError(f"{name}: {what} (offset {pos})")
 
-    pos = _check_seal(name, data, pos)
+    seal_at = pos
+    pos, adler = _check_seal(name, data, pos)
     trailer: tuple[int, int] | None = None
     if pos < size:  # the digest trailer (older snapshots end after the first seal)
         dzxid, dversion = struct.unpack_from(">qi", data, pos)
@@ -380,7 +381,7 @@ def _parse(name: str, zxid: int, data: bytes, progress: ParseProgress | None = N
         else:
             (dvalue,) = _LONG.unpack_from(data, pos)
             pos += 8
-        _check_seal(name, data, pos)
+        _check_seal(name, data, pos, seal_at, adler)  # the checksum goes on from the first seal's
         # ZooKeeper ignores an empty digest, one older than the snapshot, and another version's
         if dversion == DIGEST_VERSION and dzxid > 0 and dzxid >= zxid:
             trailer = (dzxid, dvalue & _MASK64)
@@ -600,9 +601,11 @@ def parse_snapshot_stream(data: bytes | bytearray, search_from: int = 0) -> tupl
     return None
 
 
-def _check_seal(name: str, data: bytes, pos: int) -> int:
-    """Verify the seal at ``pos`` against the Adler-32 of every byte before it; the end of it."""
-    expected = zlib.adler32(memoryview(data)[:pos])
+def _check_seal(name: str, data: bytes, pos: int, start: int = 0, adler: int = 1) -> tuple[int, int]:
+    """Verify the seal at ``pos`` against the Adler-32 of every byte before it (``adler``: that of
+    the bytes before ``start``, so a second seal does not checksum the file again); the end of the
+    seal and the Adler-32 of the bytes before it."""
+    expected = zlib.adler32(memoryview(data)[start:pos], adler)
     (stored,) = _LONG.unpack_from(data, pos)
     _marker, end = read_ustring(data, pos + 8)
     if end > len(data):
@@ -610,7 +613,7 @@ def _check_seal(name: str, data: bytes, pos: int) -> int:
     if stored != expected:
         raise _Definite(f"{name}: checksum mismatch at offset {pos}: "
                             f"stored 0x{stored & _MASK64:x}, computed 0x{expected:08x}")
-    return end
+    return end, expected
 
 
 # ---------------------------------------------------------------- describing
