@@ -13,6 +13,9 @@ server's own figure for loading (zkpy's "recovered ... in S s"; ZooKeeper's ``zk
 the resident memory after the start, and whether either logged a digest mismatch.
 
     python -m bench.replay --znodes 1000000 --rounds 2 --apache-heap 2g
+
+With ``--snapshot`` the data dir holds the same tree as one ``snapshot.<N>`` (written by zkpy, in
+ZooKeeper 3.8's format with its digest trailer) and no log: each start loads it and replays nothing.
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ from collections.abc import Callable
 from typing import Any
 
 from zkpy.runtime.osdisk import OsDisk
-from zkpy.storage.snapshot import write_snapshot
+from zkpy.storage.files import DataDirs
+from zkpy.storage.recovery import recover
+from zkpy.storage.snapshot import snapshot_name, write_snapshot
 from zkpy.storage.txnlog import TxnLogWriter, encode_entry
 from zkpy.testing.servers import free_port, start_apache, start_zkpy
 from zkpy.tree.acl import OPEN_ACL_UNSAFE
@@ -90,13 +95,29 @@ def generate(path: str, parents: int, leaves: int, value_size: int) -> int:
     return zxid
 
 
-def prepared(cache: str, parents: int, leaves: int, value_size: int, log: Callable[[str], None]) -> str:
-    path = os.path.join(cache, f"zkpy-replay-{parents}x{leaves}x{value_size}")
+def generate_snapshot(path: str, parents: int, leaves: int, value_size: int) -> int:
+    """Write ``path/version-2/snapshot.<N>`` alone: the tree ``generate``'s log builds, as one
+    snapshot (the digest trailer included), so a start loads it and replays nothing."""
+    source = path + ".log"
+    n = generate(source, parents, leaves, value_size)
+    recovered = recover(OsDisk(), DataDirs.of(source))
+    ver = os.path.join(path, "version-2")
+    os.makedirs(ver, exist_ok=True)
+    with open(os.path.join(ver, snapshot_name(recovered.tree.last_processed_zxid)), "wb") as f:
+        f.write(write_snapshot(recovered.tree))
+    shutil.rmtree(source)
+    return n
+
+
+def prepared(cache: str, parents: int, leaves: int, value_size: int, log: Callable[[str], None],
+             snapshot: bool = False) -> str:
+    kind = "snapshot" if snapshot else "replay"
+    path = os.path.join(cache, f"zkpy-{kind}-{parents}x{leaves}x{value_size}")
     done = os.path.join(path, "DONE")
     if not os.path.exists(done):
         shutil.rmtree(path, ignore_errors=True)
         t0 = time.monotonic()
-        n = generate(os.path.join(path, "data"), parents, leaves, value_size)
+        n = (generate_snapshot if snapshot else generate)(os.path.join(path, "data"), parents, leaves, value_size)
         with open(done, "w") as f:
             f.write(str(n))
         log(f"generated {n:,} txns in {path} in {time.monotonic() - t0:.1f}s")
@@ -146,13 +167,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--apache-heap", default="2g")
     ap.add_argument("--cache", default="/tmp")
     ap.add_argument("--json")
+    ap.add_argument("--snapshot", action="store_true",
+                    help="the data dir holds the tree in one snapshot (no log): time loading it")
     args = ap.parse_args(argv)
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
     parents = max(1, args.znodes // args.leaves)
-    source = prepared(args.cache, parents, args.leaves, args.value_size, log)
+    source = prepared(args.cache, parents, args.leaves, args.value_size, log, args.snapshot)
     rows = []
     kinds = args.servers.split(",")
     for r in range(args.rounds):

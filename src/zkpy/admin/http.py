@@ -19,17 +19,20 @@ from __future__ import annotations
 import json
 import logging
 import ssl
-
-from aiohttp import web
+from typing import TYPE_CHECKING
 
 from .commands import PRIMARY_NAMES, run_command
-from .tls import TlsConfigError, server_context
 from .view import ServerView
+
+if TYPE_CHECKING:  # aiohttp (0.2 s to import) and the TLS stores load only when the server starts
+    from aiohttp import web
 
 log = logging.getLogger("zkpy.admin")
 
 
 def _json(fields: dict[str, object]) -> web.Response:
+    from aiohttp import web
+
     return web.Response(text=json.dumps(fields, indent=2), content_type="application/json")
 
 
@@ -37,6 +40,7 @@ def make_app(server: ServerView) -> web.Application:
     """The aiohttp application answering ``server``'s commands under its ``admin.commandURL``."""
     base = "/" + server.config.admin_command_url.strip("/")
     base = "" if base == "/" else base
+    from aiohttp import web
 
     async def listing(request: web.Request) -> web.Response:
         links = "".join(f'<a href="{base}/{name}">{name}</a>\n<br/>\n' for name in PRIMARY_NAMES)
@@ -66,8 +70,12 @@ class AdminServer:
         cfg = self.server.config
         if not cfg.admin_enabled:
             return
+        from aiohttp import web
+
         context: ssl.SSLContext | None = None
         if cfg.admin_force_https:
+            from .tls import TlsConfigError, server_context
+
             tls, prefix = (cfg.quorum_tls, "ssl.quorum.") if cfg.quorum_tls is not None else (cfg.tls, "ssl.")
             if tls is None:
                 log.error("admin.forceHttps=true needs a key store (ssl.quorum.keyStore.* with sslQuorum=true, "

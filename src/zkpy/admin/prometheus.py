@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric, SummaryMetricFamily, UnknownMetricFamily
 from prometheus_client.gc_collector import GCCollector
@@ -37,6 +37,9 @@ from zkpy.tree.quota import EXCEEDED_PER_NAMESPACE
 
 from .fourletter import mntr_values, quota_figures
 from .view import ServerView
+
+if TYPE_CHECKING:  # aiohttp (0.2 s to import) loads only when the endpoint starts
+    from aiohttp import web
 
 log = logging.getLogger("zkpy.metrics")
 
@@ -140,6 +143,8 @@ class MetricsEndpoint:
         cfg = self.server.config
         if not cfg.metrics_prometheus:
             return
+        from aiohttp import web
+
         registry = registry_for(self.server)
 
         async def metrics(request: web.Request) -> web.Response:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import importlib
 import logging
 import os
 import signal
@@ -13,16 +14,33 @@ import click
 
 from zkpy import __version__
 from zkpy.cli.ensemble import ensemble
-from zkpy.cli.export import export_command, import_command
 from zkpy.cli.security_keys import jaas_path_from_flags, super_users_from_flags, system_property_from_flags
-from zkpy.cli.shell import shell
-from zkpy.cli.storage_tools import logdump, purge, snapdump
 from zkpy.cli.zoocfg import ConfigError, load_zoo_cfg
 from zkpy.config import ServerConfig
 from zkpy.storage.disk import FaultPlan
 
 
-@click.group()
+class _Commands(click.Group):
+    """zkpy's commands. The operator tools' modules are imported only when their command is
+    asked for, so a server's start does not load the client, the shell or the export code."""
+
+    LAZY = {"purge": ("zkpy.cli.storage_tools", "purge"), "logdump": ("zkpy.cli.storage_tools", "logdump"),
+            "snapdump": ("zkpy.cli.storage_tools", "snapdump"), "export": ("zkpy.cli.export", "export_command"),
+            "import": ("zkpy.cli.export", "import_command"), "shell": ("zkpy.cli.shell", "shell")}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.LAZY})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is None and cmd_name in self.LAZY:
+            module, attr = self.LAZY[cmd_name]
+            command = getattr(importlib.import_module(module), attr)
+            assert isinstance(command, click.Command)
+        return command
+
+
+@click.group(cls=_Commands)
 @click.version_option(version=__version__, prog_name="zkpy")
 def main() -> None:
     """zkpy: ZooKeeper in Python."""
@@ -330,13 +348,7 @@ def _run(config: ServerConfig, faults: FaultPlan | None = None) -> None:
         sys.exit(EXIT_PORT)
 
 
-main.add_command(purge)
-main.add_command(logdump)
-main.add_command(snapdump)
 main.add_command(ensemble)
-main.add_command(export_command)
-main.add_command(import_command)
-main.add_command(shell)
 
 if __name__ == "__main__":
     main()

@@ -34,7 +34,6 @@ from typing import cast
 
 from zkpy.admin.fourletter import COMMANDS as FOUR_LETTER_WORDS
 from zkpy.admin.fourletter import answer as answer_four_letter_word
-from zkpy.admin.tls import server_context
 from zkpy.admin.view import ServerView
 from zkpy.config import ServerConfig
 from zkpy.ratelimit import LogLimiter
@@ -358,8 +357,11 @@ class ClientPort:
         self.unified = config.port_unification and config.tls is not None
         needs_tls = config.secure_client_port is not None or self.unified
         # raises admin.tls.TlsConfigError (the CLI checks it before serving, and exits 2)
-        self.tls_context: ssl.SSLContext | None = \
-            server_context(config.tls) if needs_tls and config.tls is not None else None
+        self.tls_context: ssl.SSLContext | None = None
+        if needs_tls and config.tls is not None:
+            from zkpy.admin.tls import server_context  # jks and cryptography: only TLS ports need them
+
+            self.tls_context = server_context(config.tls)
         self._server: asyncio.base_events.Server | None = None
         self._secure_server: asyncio.base_events.Server | None = None
 

@@ -56,7 +56,6 @@ from zkpy.server.prep import WRITE_OPS, Prep
 from zkpy.server.reads import event_payload, run_read
 from zkpy.server.sasl import NoSaslServer, SaslError
 from zkpy.server.sessions import SessionTracker, session_password
-from zkpy.server.x509 import X509IdError, x509_identities
 from zkpy.tree.acl import has_permission
 from zkpy.tree.datatree import DataTree, TxnResult, ephemeral_kind, ttl_of
 from zkpy.wire.consts import CreateMode, OpNum, Perms, Xid
@@ -239,6 +238,8 @@ class ServerCore:
         certificate that yields no id under the configured rules closes the connection."""
         if cert_der is None:
             return
+        from zkpy.server.x509 import X509IdError, x509_identities  # cryptography: only TLS ports need it
+
         try:
             ids = x509_identities(cert_der, self.config.x509)
         except X509IdError as exc:

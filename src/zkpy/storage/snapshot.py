@@ -366,7 +366,8 @@ def _parse(name: str, zxid: int, data: bytes, progress: ParseProgress | None = N
     def fail(pos: int, what: str) -> SnapshotError:
         return SnapshotError(f"{name}: {what} (offset {pos})")
 
-    pos = _check_seal(name, data, pos)
+    seal_at = pos
+    pos, adler = _check_seal(name, data, pos)
     trailer: tuple[int, int] | None = None
     if pos < size:  # the digest trailer (older snapshots end after the first seal)
         dzxid, dversion = struct.unpack_from(">qi", data, pos)
@@ -380,7 +381,7 @@ def _parse(name: str, zxid: int, data: bytes, progress: ParseProgress | None = N
         else:
             (dvalue,) = _LONG.unpack_from(data, pos)
             pos += 8
-        _check_seal(name, data, pos)
+        _check_seal(name, data, pos, seal_at, adler)  # the checksum goes on from the first seal's
         # ZooKeeper ignores an empty digest, one older than the snapshot, and another version's
         if dversion == DIGEST_VERSION and dzxid > 0 and dzxid >= zxid:
             trailer = (dzxid, dvalue & _MASK64)
@@ -445,6 +446,11 @@ def _parse_body(name: str, data: bytes, pos: int,
     digest = 0
     data_size = 0
     count = 0
+    # Preorder puts siblings next to each other: the parent found for one node is most often the
+    # next one's too, so it is kept with its path and looked up again only when the path differs
+    parent_path = "\0"  # no path: the first lookup always happens
+    parent: Node | None = None
+    nodes_start = pos
     (plen,) = int_unpack(data, pos)
     pos += 4
     while True:
@@ -485,6 +491,7 @@ def _parse_body(name: str, data: bytes, pos: int,
         node.ephemeral_owner = owner
         node.pzxid = pzxid
         node.children = {}
+        node_acl = acl_of.get(acl_index)
         if pb:
             try:
                 path = pb.decode("utf-8")
@@ -493,7 +500,9 @@ def _parse_body(name: str, data: bytes, pos: int,
             slash = path.rfind("/")
             if slash < 0:
                 raise fail(pos, f"path {path!r} does not start with /")
-            parent = nodes.get(path[:slash] or "/")
+            if path[:slash] != parent_path:
+                parent_path = path[:slash]
+                parent = nodes.get(parent_path or "/")
             if parent is None:
                 raise fail(pos, f"the parent of {path} is missing")
             parent.children[path[slash + 1:]] = None
@@ -508,29 +517,33 @@ def _parse_body(name: str, data: bytes, pos: int,
                         ephemerals[owner] = {path}
                     else:
                         owned.add(path)
+            if pb.startswith(_ZK_SUBTREE):
+                node.digest = 0
+            else:
+                crc = crc32(pb)
+                if d:
+                    crc = crc32(d, crc)
+                node.digest = crc = crc32(digest_pack(czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion,
+                                                      owner), crc)
+                digest += crc
+            data_size += len(path) + dlen if dlen > 0 else len(path)
         else:
             path = "/"
-        node_acl = acl_of.get(acl_index)
+            crc = crc32(d) if d else 0
+            node.digest = crc = crc32(digest_pack(czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion,
+                                                  owner), crc)
+            digest += crc
+            data_size += 1 + dlen if dlen > 0 else 1
         if node_acl is None:
             node_acl = cache.setdefault(LOCKED_ACL, LOCKED_ACL)
             unknown.append(path)
         node.acl = node_acl
         nodes[path] = node
-        data_size += len(path) + (len(d) if d else 0)
         count += 1
-        if len(nodes) != count:
-            raise fail(pos, f"{path} appears twice")
         if progress is not None and not count % PROGRESS_EVERY:
             progress(pos, size)
-        if pb.startswith(_ZK_SUBTREE):
-            node.digest = 0
-        else:
-            crc = crc32(pb)
-            if d:
-                crc = crc32(d, crc)
-            node.digest = crc = crc32(digest_pack(czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion,
-                                                  owner), crc)
-            digest += crc
+    if len(nodes) != count:  # a path seen twice replaced its first node: say which (only on this error)
+        raise fail(pos, f"{_first_duplicate(data, nodes_start)} appears twice")
     if "/" not in nodes:
         raise fail(pos, "no root node")
     tree.sessions = sessions
@@ -538,6 +551,20 @@ def _parse_body(name: str, data: bytes, pos: int,
     tree.data_size = data_size
     tree.setup_quotas()  # the quota roots and their counts, from the loaded nodes (DataTree.deserialize)
     return tree, unknown, pos
+
+
+def _first_duplicate(data: bytes, pos: int) -> str:
+    """The first path that the node section starting at ``pos`` lists twice (called only once
+    the load found that one does, so the section is known to be readable up to it)."""
+    seen: set[bytes] = set()
+    while True:
+        (plen,) = _INT.unpack_from(data, pos)
+        pb = data[pos + 4:pos + 4 + plen]
+        if pb in seen:
+            return pb.decode("utf-8") or "/"
+        seen.add(pb)
+        (dlen,) = _INT.unpack_from(data, pos + 4 + plen)
+        pos += 8 + plen + max(dlen, 0) + _NODE_TAIL.size
 
 
 # ---------------------------------------------------------------- the SNAP stream of the quorum port
@@ -574,9 +601,11 @@ def parse_snapshot_stream(data: bytes | bytearray, search_from: int = 0) -> tupl
     return None
 
 
-def _check_seal(name: str, data: bytes, pos: int) -> int:
-    """Verify the seal at ``pos`` against the Adler-32 of every byte before it; the end of it."""
-    expected = zlib.adler32(memoryview(data)[:pos])
+def _check_seal(name: str, data: bytes, pos: int, start: int = 0, adler: int = 1) -> tuple[int, int]:
+    """Verify the seal at ``pos`` against the Adler-32 of every byte before it (``adler``: that of
+    the bytes before ``start``, so a second seal does not checksum the file again); the end of the
+    seal and the Adler-32 of the bytes before it."""
+    expected = zlib.adler32(memoryview(data)[start:pos], adler)
     (stored,) = _LONG.unpack_from(data, pos)
     _marker, end = read_ustring(data, pos + 8)
     if end > len(data):
@@ -584,7 +613,7 @@ def _check_seal(name: str, data: bytes, pos: int) -> int:
     if stored != expected:
         raise _Definite(f"{name}: checksum mismatch at offset {pos}: "
                             f"stored 0x{stored & _MASK64:x}, computed 0x{expected:08x}")
-    return end
+    return end, expected
 
 
 # ---------------------------------------------------------------- describing

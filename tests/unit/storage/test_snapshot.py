@@ -340,6 +340,31 @@ def test_bad_magic_and_missing_parent_are_named() -> None:
         load_snapshot("log.5", orphan_free)
 
 
+def test_a_path_listed_twice_is_named() -> None:
+    """Siblings share the parent the loader found last; a node listed again after its children
+    (or a second root) is still refused, naming the path."""
+    def ustring(s: str) -> bytes:
+        b = s.encode()
+        return struct.pack(">i", len(b)) + b
+
+    def node(path: str, data: bytes = b"") -> bytes:
+        return (ustring(path) + struct.pack(">i", len(data)) + data
+                + struct.pack(">qqqqqiiiqq", -1, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+
+    def sealed(*nodes: bytes) -> bytes:
+        body = struct.pack(">iiqii", 0x5A4B534E, 2, -1, 0, 0) + b"".join(nodes) + ustring("/")
+        return body + struct.pack(">q", zlib.adler32(body)) + ustring("/")
+
+    good = load_snapshot("snapshot.5", sealed(node(""), node("/a"), node("/a/x"), node("/a/y"), node("/b"),
+                                              node("/b/x"), node("/a/z")))
+    assert sorted(good.tree.nodes["/a"].children) == ["x", "y", "z"]
+    assert list(good.tree.nodes["/b"].children) == ["x"]
+    for nodes, twice in [((node(""), node("/a", b"v"), node("/a/x"), node("/a", b"w")), "/a"),
+                         ((node(""), node("/a"), node(""), node("/b")), "/")]:
+        with pytest.raises(SnapshotError, match=f"snapshot\\.5: {twice} appears twice"):
+            load_snapshot("snapshot.5", sealed(*nodes))
+
+
 def test_unknown_acl_index_loads_locked() -> None:
     """ZooKeeper's own fuzzy snapshots can name an ACL index created after the ACL section
     was written; the node is locked (not opened) until replay sets its ACL."""
