@@ -73,7 +73,7 @@ from zkpy.wire.proto import (
     SetACLRequest,
     SetDataRequest,
 )
-from zkpy.wire.txn import ErrorTxn, TxnHeader
+from zkpy.wire.txn import ErrorTxn, SetDataTxn, TxnHeader
 
 Log = Callable[[str], None]
 
@@ -652,7 +652,7 @@ class ServerCore:
                           f"refusing createSession from established session 0x{conn.session_id & 0xFFFFFFFFFFFFFFFF:x} "
                           f"at {conn.ip}:{conn.port}")
             error = error or BadArgumentsError("createSession from a client")
-        self._propose(op, request, conn, xid, conn.session_id, error, ephemeral_error=ephemeral_error)
+        self._propose(op, request, conn, xid, conn.session_id, error, ephemeral_error=ephemeral_error, body=body)
 
     def _decode_write(self, op: int, body: bytes, origin: Connection | str) -> tuple[Any, ZookeeperError | None]:
         """The request record of a write (MarshallingError if it does not decode); ``origin``
@@ -677,7 +677,8 @@ class ServerCore:
 
     def _propose(self, op: int, request: Any, conn: Connection | None, xid: int, session: int,
                  error: ZookeeperError | None, auth: list[Id] | None = None,
-                 ephemeral_error: ZookeeperError | None = None) -> None:
+                 ephemeral_error: ZookeeperError | None = None, body: bytes | None = None) -> None:
+        """``body``: the request's bytes, whose setData txn is logged from them (see `_txn_body`)."""
         zxid = self.next_zxid
         self.next_zxid += 1
         if auth is None:
@@ -698,7 +699,8 @@ class ServerCore:
             self.sessions.set_closing(session)
         p = Proposal(hdr, txn, conn, xid, op, error, self.now_ms, self.prep.last_subs if error is None else None)
         self._unapplied.append(p)
-        self._out.append(Propose(hdr, txn))
+        self._out.append(Propose(hdr, txn, _txn_body(body, txn) if body is not None and hdr.type == OpNum.SET_DATA
+                                 else None))
         if conn is not None:
             queue = self.queues.get(session)
             if queue is None:  # (not setdefault: that builds a deque per write)
@@ -992,6 +994,17 @@ class ServerStats:
     @property
     def avg_latency(self) -> float:
         return self.total_latency / self.count if self.count else 0.0
+
+
+def _txn_body(request: bytes, txn: SetDataTxn) -> bytes | None:
+    """A setData txn's bytes cut from its request's: both are path, data and an int (the
+    request's expected version, the txn's new one), so the txn is the request with its last four
+    bytes replaced. Only where that is exact: an ASCII path (a path decoded with replacement
+    characters would not encode back to the request's bytes) and no bytes after the record."""
+    data = txn.data
+    if not txn.path.isascii() or len(request) != 12 + len(txn.path) + (len(data) if data is not None else 0):
+        return None
+    return request[:-4] + INT.pack(txn.version)
 
 
 _CREATES = frozenset({OpNum.CREATE, OpNum.CREATE2, OpNum.CREATE_CONTAINER, OpNum.CREATE_TTL})

@@ -20,10 +20,12 @@ from zkpy.wire.txn import TxnHeader
 @dataclass(frozen=True, slots=True)
 class Propose:
     """A prepped txn (standalone or leader), in zxid order: log it; it is applied, and its
-    client answered, only by ``apply_persisted``."""
+    client answered, only by ``apply_persisted``. ``body``: ``txn.to_bytes()`` where the core
+    had those bytes at hand (a setData's txn, cut from its request), else None."""
 
     hdr: TxnHeader
     txn: Any
+    body: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
