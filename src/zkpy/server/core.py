@@ -73,7 +73,7 @@ from zkpy.wire.proto import (
     SetACLRequest,
     SetDataRequest,
 )
-from zkpy.wire.txn import ErrorTxn, SetDataTxn, TxnHeader
+from zkpy.wire.txn import ErrorTxn, TxnHeader
 
 Log = Callable[[str], None]
 
@@ -699,8 +699,7 @@ class ServerCore:
             self.sessions.set_closing(session)
         p = Proposal(hdr, txn, conn, xid, op, error, self.now_ms, self.prep.last_subs if error is None else None)
         self._unapplied.append(p)
-        self._out.append(Propose(hdr, txn, _txn_body(body, txn) if body is not None and hdr.type == OpNum.SET_DATA
-                                 else None))
+        self._out.append(Propose(hdr, txn, _txn_body(hdr.type, body, txn) if body is not None else None))
         if conn is not None:
             queue = self.queues.get(session)
             if queue is None:  # (not setdefault: that builds a deque per write)
@@ -983,8 +982,10 @@ class ServerStats:
         self.count = 0
 
     def record_latency(self, ms: int) -> None:
-        self.min_latency = ms if self.min_latency < 0 else min(self.min_latency, ms)
-        self.max_latency = max(self.max_latency, ms)
+        if ms < self.min_latency or self.min_latency < 0:  # comparisons, not min()/max(): once per request
+            self.min_latency = ms
+        if ms > self.max_latency:
+            self.max_latency = ms
         self.total_latency += ms
         self.count += 1
 
@@ -996,15 +997,21 @@ class ServerStats:
         return self.total_latency / self.count if self.count else 0.0
 
 
-def _txn_body(request: bytes, txn: SetDataTxn) -> bytes | None:
-    """A setData txn's bytes cut from its request's: both are path, data and an int (the
-    request's expected version, the txn's new one), so the txn is the request with its last four
-    bytes replaced. Only where that is exact: an ASCII path (a path decoded with replacement
-    characters would not encode back to the request's bytes) and no bytes after the record."""
-    data = txn.data
-    if not txn.path.isascii() or len(request) != 12 + len(txn.path) + (len(data) if data is not None else 0):
-        return None
-    return request[:-4] + INT.pack(txn.version)
+def _txn_body(op: int, request: bytes, txn: Any) -> bytes | None:
+    """A setData's or delete's txn bytes cut from its request's, or None. A setData request and
+    its txn are both path, data and an int (the request's expected version, the txn's new one):
+    the txn is the request with its last four bytes replaced; a delete's txn is its request
+    (path, version) without the version. Only where that is exact: an ASCII path (a path decoded
+    with replacement characters would not encode back to the request's bytes) and no bytes
+    after the record. Other txns are encoded from their records."""
+    if op == OpNum.SET_DATA:
+        data = txn.data
+        if txn.path.isascii() and len(request) == 12 + len(txn.path) + (len(data) if data is not None else 0):
+            return request[:-4] + INT.pack(txn.version)
+    elif op == OpNum.DELETE:
+        if txn.path.isascii() and len(request) == 8 + len(txn.path):
+            return request[:-4]
+    return None
 
 
 _CREATES = frozenset({OpNum.CREATE, OpNum.CREATE2, OpNum.CREATE_CONTAINER, OpNum.CREATE_TTL})

@@ -21,7 +21,7 @@ from zkpy.wire.txn import TxnHeader
 class Propose:
     """A prepped txn (standalone or leader), in zxid order: log it; it is applied, and its
     client answered, only by ``apply_persisted``. ``body``: ``txn.to_bytes()`` where the core
-    had those bytes at hand (a setData's txn, cut from its request), else None."""
+    had those bytes at hand (a setData's or delete's txn, cut from its request), else None."""
 
     hdr: TxnHeader
     txn: Any

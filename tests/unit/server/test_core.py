@@ -12,6 +12,7 @@ from zkpy.wire.proto import (
     ConnectRequest,
     ConnectResponse,
     CreateRequest,
+    DeleteRequest,
     GetDataRequest,
     Id,
     ReplyHeader,
@@ -145,3 +146,9 @@ def test_set_data_txn_bytes_are_cut_from_the_request_only_where_exact() -> None:
     h.send(c, 8, OpCode.SET_DATA, SetDataRequest("/a", b"z", 99))  # bad version: an error txn
     (p,) = [o for o in h.core.ready() if isinstance(o, Propose)]
     assert p.body is None
+    h.core.apply_persisted(1)
+    for xid, path in [(9, "/a"), (10, "/\u00e9")]:
+        h.send(c, xid, OpCode.DELETE, DeleteRequest(path, -1))
+        (p,) = [o for o in h.core.ready() if isinstance(o, Propose)]
+        assert p.body == (p.txn.to_bytes() if path.isascii() else None)
+        h.core.apply_persisted(1)
