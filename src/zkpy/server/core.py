@@ -118,12 +118,11 @@ _MULTI_ERROR = struct.Struct(">i?ii")  # an ErrorResult: its MultiHeader and Err
 _MULTI_END = _MULTI_HEADER.pack(-1, True, -1)
 
 
-@dataclass(slots=True)
-class Proposal:
-    """A txn waiting to be persisted and applied, and whom to answer once it is."""
+@dataclass(slots=True, eq=False)
+class Proposal(Propose):
+    """A txn waiting to be persisted and applied, and whom to answer once it is; handed over
+    itself as the `Propose` output."""
 
-    hdr: TxnHeader
-    txn: Any
     conn: Connection | None
     xid: int
     op: int
@@ -697,9 +696,10 @@ class ServerCore:
             hdr, txn = TxnHeader(session, xid, zxid, self.wall_ms, OpNum.ERROR), ErrorTxn(int(error.code))
         if op == OpNum.CLOSE_SESSION and error is None:
             self.sessions.set_closing(session)
-        p = Proposal(hdr, txn, conn, xid, op, error, self.now_ms, self.prep.last_subs if error is None else None)
+        p = Proposal(hdr, txn, _txn_body(hdr.type, body, txn) if body is not None else None, conn, xid, op, error,
+                     self.now_ms, self.prep.last_subs if error is None else None)
         self._unapplied.append(p)
-        self._out.append(Propose(hdr, txn, _txn_body(hdr.type, body, txn) if body is not None else None))
+        self._out.append(p)
         if conn is not None:
             queue = self.queues.get(session)
             if queue is None:  # (not setdefault: that builds a deque per write)
