@@ -17,14 +17,13 @@ import argparse
 import random
 import statistics
 import time
-from typing import Any
 
 from zkpy.config import ServerConfig
 from zkpy.server.core import ServerCore
 from zkpy.server.outputs import Output, Propose
 from zkpy.storage.txnlog import encode_entry
 from zkpy.wire.consts import OpCode
-from zkpy.wire.jute import INT
+from zkpy.wire.jute import INT, Record
 from zkpy.wire.proto import (
     ACL,
     ConnectRequest,
@@ -41,7 +40,7 @@ TURNS = 300
 VALUE = b"x" * 1024
 
 
-def _frame(xid: int, op: int, record: Any) -> bytes:
+def _frame(xid: int, op: int, record: Record) -> bytes:
     payload = RequestHeader(xid, op).to_bytes() + record.to_bytes()
     return INT.pack(len(payload)) + payload
 
