@@ -824,7 +824,7 @@ class ServerCore:
             self._send(conn, _REPLY_HEADER.pack(p.xid, zxid, int(p.error.code)))
         elif op == OpNum.MULTI:
             out = bytearray(_REPLY_HEADER.pack(p.xid, zxid, 0))
-            self._multi_reply(out, rc.multi)
+            self._multi_reply(out, rc.multi or [])
             self._send(conn, bytes(out))
         elif rc.err:
             self._send(conn, _REPLY_HEADER.pack(p.xid, zxid, rc.err))
