@@ -236,7 +236,7 @@ class LeadingCore(TermCore):
             return
         zxids = tuple(p.hdr.zxid for p in new)
         self.metrics.counters["proposal_count"] += len(zxids)
-        payloads = tuple(encode_payload(p.hdr, p.txn) for p in new)
+        payloads = tuple(encode_payload(p.hdr, p.txn, p.body) for p in new)
         self._effects.append(AppendLog(zxids, payloads))
         self.logging.extend(zxids)
         sizes = self.proposal_sizes

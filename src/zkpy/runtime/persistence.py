@@ -45,6 +45,7 @@ from zkpy.config import ServerConfig
 from zkpy.runtime.osdisk import OsDisk, describe_error
 from zkpy.runtime.snapfork import fork_available, fork_child, kill_child, wait_child
 from zkpy.server.metrics import ServerMetrics
+from zkpy.server.outputs import Propose
 from zkpy.storage.disk import AppendFile, Disk, join
 from zkpy.storage.files import DataDirs
 from zkpy.storage.roll import RollPolicy
@@ -206,14 +207,14 @@ class Persistence:
 
     # ---- the log ----
 
-    def log_txns(self, entries: Sequence[tuple[Any, Any]], tree: DataTree) -> None:
-        """Hand the txns (header, record) of one loop turn to the worker; roll and snapshot when due."""
+    def log_txns(self, entries: Sequence[Propose], tree: DataTree) -> None:
+        """Hand the txns of one loop turn to the worker; roll and snapshot when due."""
         if self.failed is not None or not entries:
             return
         assert self.worker is not None
-        records = b"".join([encode_entry(hdr, txn, None) for hdr, txn in entries])
+        records = b"".join([encode_entry(p.hdr, p.txn, None, p.body) for p in entries])
         roll = self.rolls.logged(len(entries))
-        self.worker.submit(entries[0][0].zxid, records, len(entries), roll)
+        self.worker.submit(entries[0].hdr.zxid, records, len(entries), roll)
         if roll:
             self.start_snapshot(tree)
 

@@ -155,13 +155,13 @@ class ZkServer(ServesClients):
         """Hand this turn's new txns to the fsync worker, then write every connection's output."""
         self._flush_scheduled = False
         outputs = self.core.ready()
-        txns = [(o.hdr, o.txn) for o in outputs if isinstance(o, Propose)]
+        txns = [o for o in outputs if isinstance(o, Propose)]
         if txns:
             if self.hub is None:
                 self.persistence.log_txns(txns, self.core.tree)
             else:  # serialized once, for the log and for the workers
-                zxids = [hdr.zxid for hdr, _ in txns]
-                payloads = [encode_payload(hdr, txn) for hdr, txn in txns]
+                zxids = [p.hdr.zxid for p in txns]
+                payloads = [encode_payload(p.hdr, p.txn, p.body) for p in txns]
                 self.persistence.log_payloads(zxids, payloads, self.core.tree)
                 self.hub.proposed(zxids, payloads)
         for o in outputs:

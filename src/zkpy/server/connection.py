@@ -141,7 +141,9 @@ class Connection:
 
     def record_latency(self, ms: int) -> None:
         self.last_latency = ms
-        self.min_latency = ms if self.min_latency < 0 else min(self.min_latency, ms)
-        self.max_latency = max(self.max_latency, ms)
+        if ms < self.min_latency or self.min_latency < 0:  # comparisons, not min()/max(): once per request
+            self.min_latency = ms
+        if ms > self.max_latency:
+            self.max_latency = ms
         self.total_latency += ms
         self.latency_count += 1

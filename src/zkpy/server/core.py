@@ -117,12 +117,11 @@ _MULTI_ERROR = struct.Struct(">i?ii")  # an ErrorResult: its MultiHeader and Err
 _MULTI_END = _MULTI_HEADER.pack(-1, True, -1)
 
 
-@dataclass(slots=True)
-class Proposal:
-    """A txn waiting to be persisted and applied, and whom to answer once it is."""
+@dataclass(slots=True, eq=False)
+class Proposal(Propose):
+    """A txn waiting to be persisted and applied, and whom to answer once it is; handed over
+    itself as the `Propose` output."""
 
-    hdr: TxnHeader
-    txn: Any
     conn: Connection | None
     xid: int
     op: int
@@ -653,7 +652,7 @@ class ServerCore:
                           f"refusing createSession from established session 0x{conn.session_id & 0xFFFFFFFFFFFFFFFF:x} "
                           f"at {conn.ip}:{conn.port}")
             error = error or BadArgumentsError("createSession from a client")
-        self._propose(op, request, conn, xid, conn.session_id, error, ephemeral_error=ephemeral_error)
+        self._propose(op, request, conn, xid, conn.session_id, error, ephemeral_error=ephemeral_error, body=body)
 
     def _decode_write(self, op: int, body: bytes, origin: Connection | str) -> tuple[Any, ZookeeperError | None]:
         """The request record of a write (MarshallingError if it does not decode); ``origin``
@@ -678,7 +677,8 @@ class ServerCore:
 
     def _propose(self, op: int, request: Any, conn: Connection | None, xid: int, session: int,
                  error: ZookeeperError | None, auth: list[Id] | None = None,
-                 ephemeral_error: ZookeeperError | None = None) -> None:
+                 ephemeral_error: ZookeeperError | None = None, body: bytes | None = None) -> None:
+        """``body``: the request's bytes, whose setData txn is logged from them (see `_txn_body`)."""
         zxid = self.next_zxid
         self.next_zxid += 1
         if auth is None:
@@ -697,9 +697,10 @@ class ServerCore:
             hdr, txn = TxnHeader(session, xid, zxid, self.wall_ms, OpNum.ERROR), ErrorTxn(int(error.code))
         if op == OpNum.CLOSE_SESSION and error is None:
             self.sessions.set_closing(session)
-        p = Proposal(hdr, txn, conn, xid, op, error, self.now_ms, self.prep.last_subs if error is None else None)
+        p = Proposal(hdr, txn, _txn_body(hdr.type, body, txn) if body is not None else None, conn, xid, op, error,
+                     self.now_ms, self.prep.last_subs if error is None else None)
         self._unapplied.append(p)
-        self._out.append(Propose(hdr, txn))
+        self._out.append(p)
         if conn is not None:
             queue = self.queues.get(session)
             if queue is None:  # (not setdefault: that builds a deque per write)
@@ -824,7 +825,7 @@ class ServerCore:
             self._send(conn, _REPLY_HEADER.pack(p.xid, zxid, int(p.error.code)))
         elif op == OpNum.MULTI:
             out = bytearray(_REPLY_HEADER.pack(p.xid, zxid, 0))
-            self._multi_reply(out, rc.multi)
+            self._multi_reply(out, rc.multi or [])
             self._send(conn, bytes(out))
         elif rc.err:
             self._send(conn, _REPLY_HEADER.pack(p.xid, zxid, rc.err))
@@ -982,8 +983,10 @@ class ServerStats:
         self.count = 0
 
     def record_latency(self, ms: int) -> None:
-        self.min_latency = ms if self.min_latency < 0 else min(self.min_latency, ms)
-        self.max_latency = max(self.max_latency, ms)
+        if ms < self.min_latency or self.min_latency < 0:  # comparisons, not min()/max(): once per request
+            self.min_latency = ms
+        if ms > self.max_latency:
+            self.max_latency = ms
         self.total_latency += ms
         self.count += 1
 
@@ -993,6 +996,23 @@ class ServerStats:
     @property
     def avg_latency(self) -> float:
         return self.total_latency / self.count if self.count else 0.0
+
+
+def _txn_body(op: int, request: bytes, txn: Any) -> bytes | None:
+    """A setData's or delete's txn bytes cut from its request's, or None. A setData request and
+    its txn are both path, data and an int (the request's expected version, the txn's new one):
+    the txn is the request with its last four bytes replaced; a delete's txn is its request
+    (path, version) without the version. Only where that is exact: an ASCII path (a path decoded
+    with replacement characters would not encode back to the request's bytes) and no bytes
+    after the record. Other txns are encoded from their records."""
+    if op == OpNum.SET_DATA:
+        data = txn.data
+        if txn.path.isascii() and len(request) == 12 + len(txn.path) + (len(data) if data is not None else 0):
+            return request[:-4] + INT.pack(txn.version)
+    elif op == OpNum.DELETE:
+        if txn.path.isascii() and len(request) == 8 + len(txn.path):
+            return request[:-4]
+    return None
 
 
 _CREATES = frozenset({OpNum.CREATE, OpNum.CREATE2, OpNum.CREATE_CONTAINER, OpNum.CREATE_TTL})

@@ -218,7 +218,7 @@ class LearnerServerCore(ServerCore):
             error = error_for(rc.err) if hdr.type == OpCode.ERROR and rc.err else None
             if head.error is not None and head.op != OpCode.MULTI:
                 error = head.error
-            self._reply_write(conn, Proposal(hdr, txn, conn, head.xid, head.op, error, head.received_ms), rc)
+            self._reply_write(conn, Proposal(hdr, txn, None, conn, head.xid, head.op, error, head.received_ms), rc)
         self._drain_queue(session)
         self._drain_barrier()
 

@@ -17,13 +17,18 @@ from zkpy.wire.proto import Id
 from zkpy.wire.txn import TxnHeader
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)
 class Propose:
     """A prepped txn (standalone or leader), in zxid order: log it; it is applied, and its
-    client answered, only by ``apply_persisted``."""
+    client answered, only by ``apply_persisted``. ``body``: ``txn.to_bytes()`` where the core
+    had those bytes at hand (a setData's or delete's txn, cut from its request), else None.
+
+    Not frozen, and the core hands over its own record of the txn (a subclass that also names
+    whom to answer) rather than a copy: one object per txn, not two. Drivers only read it."""
 
     hdr: TxnHeader
     txn: Any
+    body: bytes | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -87,6 +87,7 @@ END_OF_RECORD = 0x42  # 'B'
 
 _MAGIC_BYTES = TXNLOG_MAGIC.to_bytes(4, "big")
 _FRAME = struct.Struct(">qi")  # crc, length
+_HEADER_PACK = struct.Struct(">qiqqi").pack  # a TxnHeader: clientId cxid zxid time type
 _ZXID = struct.Struct(">q")
 _MASK64 = (1 << 64) - 1
 _BOUNDARY = b"B" + bytes(4)  # a record's 'B', then the high half of the next one's checksum
@@ -121,14 +122,18 @@ def file_header(dbid: int = 0) -> bytes:
     return FileHeader(TXNLOG_MAGIC, TXNLOG_VERSION, dbid).to_bytes()
 
 
-def encode_entry(hdr: TxnHeader, txn: Record, digest: TxnDigest | None) -> bytes:
-    """One complete record: checksum, length, payload (Util.marshallTxnEntry), 'B'."""
-    out = bytearray()
-    hdr.write(out)
-    txn.write(out)
-    if digest is not None:
-        digest.write(out)
-    return _FRAME.pack(zlib.adler32(out), len(out)) + out + b"B"
+def encode_entry(hdr: TxnHeader, txn: Record, digest: TxnDigest | None, body: bytes | None = None) -> bytes:
+    """One complete record: checksum, length, payload (Util.marshallTxnEntry), 'B'. ``body``:
+    ``txn.to_bytes()`` when the caller already has it (a setData's, cut from its request)."""
+    if body is None or digest is not None:
+        out = bytearray()
+        hdr.write(out)
+        txn.write(out)
+        if digest is not None:
+            digest.write(out)
+        return _FRAME.pack(zlib.adler32(out), len(out)) + out + b"B"
+    payload = _HEADER_PACK(hdr.clientId, hdr.cxid, hdr.zxid, hdr.time, hdr.type) + body
+    return _FRAME.pack(zlib.adler32(payload), len(payload)) + payload + b"B"
 
 
 def frame_payload(payload: bytes) -> bytes:
@@ -136,8 +141,11 @@ def frame_payload(payload: bytes) -> bytes:
     return _FRAME.pack(zlib.adler32(payload), len(payload)) + payload + b"B"
 
 
-def encode_payload(hdr: TxnHeader, txn: Record) -> bytes:
-    """Header + txn as a PROPOSAL carries them (SerializeUtils.serializeRequest, no digest)."""
+def encode_payload(hdr: TxnHeader, txn: Record, body: bytes | None = None) -> bytes:
+    """Header + txn as a PROPOSAL carries them (SerializeUtils.serializeRequest, no digest);
+    ``body``: ``txn.to_bytes()`` when the caller already has it."""
+    if body is not None:
+        return _HEADER_PACK(hdr.clientId, hdr.cxid, hdr.zxid, hdr.time, hdr.type) + body
     out = bytearray()
     hdr.write(out)
     txn.write(out)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from zkpy.errors import Code
@@ -119,7 +119,7 @@ class TxnResult:
     err: int = 0
     path: str | None = None
     stat: bytes | None = None  # the node's jute Stat as the reply carries it (``Node.stat_bytes``)
-    multi: list[TxnResult] = field(default_factory=list)
+    multi: list[TxnResult] | None = None  # a multi's results (None otherwise: no list per txn)
 
 
 class DataTree:
@@ -324,6 +324,8 @@ class DataTree:
             subs = [(t.type, decode_txn(t.type, t.data)) for t in txn.txns]
         failed = any(t == OpNum.ERROR for t, _ in subs)
         post_failed = False
+        results: list[TxnResult] = []
+        rc.multi = results
         for t, sub in subs:
             if isinstance(sub, ErrorTxn) and sub.err != 0:
                 post_failed = True
@@ -332,7 +334,7 @@ class DataTree:
                 sub = ErrorTxn(int(Code.RUNTIMEINCONSISTENCY if post_failed else Code.OK))
                 t = OpNum.ERROR
             sub_rc = self._apply_one(t, sub, zxid, time, session)
-            rc.multi.append(sub_rc)
+            results.append(sub_rc)
             if sub_rc.err and not rc.err:
                 rc.err = sub_rc.err
 

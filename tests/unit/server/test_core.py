@@ -12,6 +12,7 @@ from zkpy.wire.proto import (
     ConnectRequest,
     ConnectResponse,
     CreateRequest,
+    DeleteRequest,
     GetDataRequest,
     Id,
     ReplyHeader,
@@ -67,7 +68,8 @@ def test_nothing_is_acknowledged_before_persistence() -> None:
     h.send(c, 1, OpCode.CREATE, CreateRequest("/a", b"x", OPEN, 0))
     h.send(c, 2, OpCode.GET_DATA, GetDataRequest("/a", False))
     assert h.take(c) == []  # the create is proposed, the read waits behind it
-    assert [type(o) for o in h.core.ready()] == [Propose]
+    out = h.core.ready()
+    assert len(out) == 1 and isinstance(out[0], Propose)
     h.core.apply_persisted(1)
     replies = [ReplyHeader.read(f, 0)[0] for f in h.take(c)]
     assert [(r.xid, r.err) for r in replies] == [(1, 0), (2, 0)]
@@ -117,3 +119,37 @@ def test_sync_waits_for_every_write_in_flight_whichever_session_sent_it() -> Non
     assert [(r.xid, r.err) for r in replies] == [(1, 0), (2, 0)]
     h.send(reader, 3, OpCode.SYNC, SyncRequest("/"))  # nothing in flight: answered at once
     assert [ReplyHeader.read(f, 0)[0].xid for f in h.take(reader)] == [3]
+
+
+def test_set_data_txn_bytes_are_cut_from_the_request_only_where_exact() -> None:
+    """A setData's Propose carries the txn's bytes cut from the request: equal to encoding the
+    txn (new version), and None where the request's bytes would not give them back."""
+    h = Harness()
+    c = h.connect()
+    h.send(c, 1, OpCode.CREATE, CreateRequest("/a", b"x", OPEN, 0))
+    h.send(c, 2, OpCode.CREATE, CreateRequest("/\u00e9", b"x", OPEN, 0))
+    h.flush()
+    h.take(c)
+    for xid, path, data in [(3, "/a", b"v" * 100), (4, "/a", None), (5, "/a", b""), (6, "/\u00e9", b"w")]:
+        h.send(c, xid, OpCode.SET_DATA, SetDataRequest(path, data, -1))
+        (p,) = [o for o in h.core.ready() if isinstance(o, Propose)]
+        assert p.txn.version >= 1
+        if path.isascii():
+            assert p.body == p.txn.to_bytes()
+        else:
+            assert p.body is None  # a non-ASCII path is encoded from the txn
+        h.core.apply_persisted(1)
+    payload = RequestHeader(7, OpCode.SET_DATA).to_bytes() + SetDataRequest("/a", b"z", -1).to_bytes() + b"junk"
+    h.core.receive(c, INT.pack(len(payload)) + payload)
+    (p,) = [o for o in h.core.ready() if isinstance(o, Propose)]
+    assert p.body is None  # trailing bytes after the record: never cut from the request
+    h.core.apply_persisted(1)
+    h.send(c, 8, OpCode.SET_DATA, SetDataRequest("/a", b"z", 99))  # bad version: an error txn
+    (p,) = [o for o in h.core.ready() if isinstance(o, Propose)]
+    assert p.body is None
+    h.core.apply_persisted(1)
+    for xid, path in [(9, "/a"), (10, "/\u00e9")]:
+        h.send(c, xid, OpCode.DELETE, DeleteRequest(path, -1))
+        (p,) = [o for o in h.core.ready() if isinstance(o, Propose)]
+        assert p.body == (p.txn.to_bytes() if path.isascii() else None)
+        h.core.apply_persisted(1)

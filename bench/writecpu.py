@@ -1,0 +1,128 @@
+"""CPU per write in process: ``ServerCore`` driven as the standalone shell drives it, no sockets.
+
+``PYTHONPATH=<src> python -m bench.writecpu [set|create] [--runs N]``
+
+32 connections each send 8 requests per turn (setData of 1 KiB on 1,000 znodes, or 4 creates of
+1 KiB and their 4 deletes); the turn's txns are encoded for the log as the shell does
+(``encode_entry``), then applied and answered (``apply_persisted``) and the replies joined. The
+figure is ``time.process_time`` over 300 turns (74,400 writes) after 20 unmeasured ones; with
+``--runs`` it is repeated and the minimum and median printed (on a shared machine the minimum is
+the figure to compare: other jobs only add to it). Point PYTHONPATH at another checkout's src to
+compare two versions; run them interleaved.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import time
+
+from zkpy.config import ServerConfig
+from zkpy.server.core import ServerCore
+from zkpy.server.outputs import Output, Propose
+from zkpy.storage.txnlog import encode_entry
+from zkpy.wire.consts import OpCode
+from zkpy.wire.jute import INT, Record
+from zkpy.wire.proto import (
+    ACL,
+    ConnectRequest,
+    CreateRequest,
+    DeleteRequest,
+    Id,
+    RequestHeader,
+    SetDataRequest,
+)
+
+OPEN = [ACL(31, Id("world", "anyone"))]
+CONNECTIONS = 32
+TURNS = 300
+VALUE = b"x" * 1024
+
+
+def _frame(xid: int, op: int, record: Record) -> bytes:
+    payload = RequestHeader(xid, op).to_bytes() + record.to_bytes()
+    return INT.pack(len(payload)) + payload
+
+
+def _encode(p: Propose) -> bytes:
+    body: bytes | None = getattr(p, "body", None)  # (older checkouts' Propose has no body)
+    return encode_entry(p.hdr, p.txn, None, body) if body is not None else encode_entry(p.hdr, p.txn, None)
+
+
+class Driver:
+    def __init__(self) -> None:
+        self.core = ServerCore(ServerConfig(), 1_000_000, 1_700_000_000_000)
+        self.conns = []
+        for i in range(CONNECTIONS):
+            conn = self.core.open(i + 1, "127.0.0.1", 40000 + i)
+            payload = ConnectRequest(0, 0, 10000, 0, bytes(16)).to_bytes() + b"\x00"
+            self.core.receive(conn, INT.pack(len(payload)) + payload)
+            self.conns.append(conn)
+        self.persist()
+        self.core.receive(self.conns[0], _frame(1, OpCode.CREATE, CreateRequest("/bench", b"", OPEN, 0)))
+        self.core.receive(self.conns[0], b"".join(
+            _frame(2 + i, OpCode.CREATE, CreateRequest(f"/bench/n{i:06d}", VALUE, OPEN, 0)) for i in range(1000)))
+        self.persist()
+        for c in self.conns:
+            c.take_output()
+        rng = random.Random(1)
+        self.set_frames = [_frame(100 + k, OpCode.SET_DATA, SetDataRequest(f"/bench/n{rng.randrange(1000):06d}", VALUE, -1))
+                           for k in range(64)]
+
+    def persist(self) -> int:
+        """The shell's flush and fsync report: encode the turn's txns, apply them, join the replies."""
+        n = 0
+        while proposed := [o for o in self.core.ready() if isinstance(o, Propose)]:
+            b"".join([_encode(p) for p in proposed])
+            self.core.apply_persisted(len(proposed))
+            n += len(proposed)
+        return n
+
+    def turn(self, mode: str, xid0: int) -> int:
+        core = self.core
+        for ci, c in enumerate(self.conns):
+            if mode == "set":
+                data = b"".join(self.set_frames[(ci * 8 + j) % 64] for j in range(8))
+            else:
+                parts = []
+                for j in range(4):
+                    x = xid0 + ci * 8 + j
+                    parts.append(_frame(x, OpCode.CREATE, CreateRequest(f"/bench/c{ci}_{x}", VALUE, OPEN, 0)))
+                    parts.append(_frame(x + 4, OpCode.DELETE, DeleteRequest(f"/bench/c{ci}_{x}", -1)))
+                data = b"".join(parts)
+            core.receive(c, data)
+        outs = core.ready()
+        txns = [o for o in outs if isinstance(o, Propose)]
+        b"".join([_encode(p) for p in txns])
+        core.apply_persisted(len(txns))
+        for o in core.ready():
+            if isinstance(o, Output):
+                b"".join(o.conn.take_output())
+        return len(txns)
+
+
+def measure(mode: str) -> float:
+    """µs of CPU per write over ``TURNS`` turns, after 20 unmeasured ones."""
+    d = Driver()
+    for i in range(20):
+        d.turn(mode, 10_000 + i * 1000)
+    t0 = time.process_time()
+    n = 0
+    for i in range(TURNS):
+        n += d.turn(mode, 1_000_000 + i * 1000)
+    return (time.process_time() - t0) * 1e6 / n
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("mode", nargs="?", choices=("set", "create"), default="set")
+    parser.add_argument("--runs", type=int, default=1)
+    args = parser.parse_args()
+    figures = sorted(measure(args.mode) for _ in range(args.runs))
+    print(f"{args.mode}: µs CPU per write: min {figures[0]:.2f}, median {statistics.median(figures):.2f} "
+          f"({', '.join(f'{f:.2f}' for f in figures)})")
+
+
+if __name__ == "__main__":
+    main()
