@@ -1,11 +1,14 @@
 """CPU per write in process: ``ServerCore`` driven as the standalone shell drives it, no sockets.
 
-``PYTHONPATH=<src> python -m bench.writecpu [set|create] [--runs N]``
+``PYTHONPATH=<src> python -m bench.writecpu [set|create|multi] [--runs N]``
 
 32 connections each send 8 requests per turn (setData of 1 KiB on 1,000 znodes, or 4 creates of
 1 KiB and their 4 deletes); the turn's txns are encoded for the log as the shell does
 (``encode_entry``), then applied and answered (``apply_persisted``) and the replies joined. The
-figure is ``time.process_time`` over 300 turns (74,400 writes) after 20 unmeasured ones; with
+figure is ``time.process_time`` over 300 turns (74,400 writes) after 20 unmeasured ones. ``multi``
+is the bulk load's shape instead (``bench.bulkload``): one connection sends a multi of 1,000
+creates of 50 bytes per turn, the children of one of the 1,000 znodes, and the figure is per create, over
+120 turns after 5 unmeasured ones. With
 ``--runs`` it is repeated and the minimum and median printed (on a shared machine the minimum is
 the figure to compare: other jobs only add to it). Point PYTHONPATH at another checkout's src to
 compare two versions; run them interleaved.
@@ -24,6 +27,7 @@ from zkpy.server.outputs import Output, Propose
 from zkpy.storage.txnlog import encode_entry
 from zkpy.wire.consts import OpCode
 from zkpy.wire.jute import INT, Record
+from zkpy.wire.multi import Op, write_multi_request
 from zkpy.wire.proto import (
     ACL,
     ConnectRequest,
@@ -38,6 +42,9 @@ OPEN = [ACL(31, Id("world", "anyone"))]
 CONNECTIONS = 32
 TURNS = 300
 VALUE = b"x" * 1024
+MULTI_TURNS = 120
+MULTI_OPS = 1000
+MULTI_VALUE = b"v" * 50
 
 
 def _frame(xid: int, op: int, record: Record) -> bytes:
@@ -69,6 +76,16 @@ class Driver:
         rng = random.Random(1)
         self.set_frames = [_frame(100 + k, OpCode.SET_DATA, SetDataRequest(f"/bench/n{rng.randrange(1000):06d}", VALUE, -1))
                            for k in range(64)]
+        self.multi_frames = [self._multi_frame(t) for t in range(MULTI_TURNS + 5)]
+
+    @staticmethod
+    def _multi_frame(turn: int) -> bytes:
+        """Turn ``turn``'s multi: 1,000 creates, the children of /bench/n<turn>."""
+        out = bytearray()
+        write_multi_request(out, [Op(OpCode.CREATE, CreateRequest(f"/bench/n{turn:06d}/m{i:05d}", MULTI_VALUE, OPEN, 0))
+                                  for i in range(MULTI_OPS)])
+        payload = RequestHeader(50_000 + turn, OpCode.MULTI).to_bytes() + bytes(out)
+        return INT.pack(len(payload)) + payload
 
     def persist(self) -> int:
         """The shell's flush and fsync report: encode the turn's txns, apply them, join the replies."""
@@ -81,7 +98,9 @@ class Driver:
 
     def turn(self, mode: str, xid0: int) -> int:
         core = self.core
-        for ci, c in enumerate(self.conns):
+        if mode == "multi":
+            core.receive(self.conns[0], self.multi_frames[xid0])
+        for ci, c in enumerate(self.conns if mode != "multi" else ()):
             if mode == "set":
                 data = b"".join(self.set_frames[(ci * 8 + j) % 64] for j in range(8))
             else:
@@ -103,8 +122,16 @@ class Driver:
 
 
 def measure(mode: str) -> float:
-    """µs of CPU per write over ``TURNS`` turns, after 20 unmeasured ones."""
+    """µs of CPU per write (per create of a multi) over ``TURNS`` (``MULTI_TURNS``) turns, after
+    20 (5) unmeasured ones."""
     d = Driver()
+    if mode == "multi":
+        for i in range(5):
+            d.turn(mode, i)
+        t0 = time.process_time()
+        for i in range(MULTI_TURNS):
+            d.turn(mode, 5 + i)
+        return (time.process_time() - t0) * 1e6 / (MULTI_TURNS * MULTI_OPS)
     for i in range(20):
         d.turn(mode, 10_000 + i * 1000)
     t0 = time.process_time()
@@ -116,7 +143,7 @@ def measure(mode: str) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mode", nargs="?", choices=("set", "create"), default="set")
+    parser.add_argument("mode", nargs="?", choices=("set", "create", "multi"), default="set")
     parser.add_argument("--runs", type=int, default=1)
     args = parser.parse_args()
     figures = sorted(measure(args.mode) for _ in range(args.runs))

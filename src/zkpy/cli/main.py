@@ -303,6 +303,7 @@ def _fault_plan(specs: tuple[str, ...]) -> FaultPlan | None:
 
 def _run(config: ServerConfig, faults: FaultPlan | None = None) -> None:
     from zkpy.cli.progress import RecoveryBar, progress_wanted
+    from zkpy.runtime import gcpolicy
     from zkpy.runtime.server import DiskFailure, serve
     from zkpy.storage.recovery import RecoveryError
     from zkpy.storage.snapshot import SnapshotError
@@ -323,6 +324,7 @@ def _run(config: ServerConfig, faults: FaultPlan | None = None) -> None:
         else:
             await serve(config, stop, faults, recovery_progress=progress)
 
+    gcpolicy.tune()
     try:
         try:
             import uvloop

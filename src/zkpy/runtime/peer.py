@@ -22,7 +22,6 @@ only after its own fsync.
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 from collections.abc import Callable
 from dataclasses import replace
@@ -42,6 +41,7 @@ from zkpy.runtime.banner import serving_line
 from zkpy.runtime.clientport import ClientPort, ServesClients
 from zkpy.runtime.dynfiles import write_dynamic_config
 from zkpy.runtime.election_net import ElectionService
+from zkpy.runtime.gcpolicy import loading_tree
 from zkpy.runtime.leader_term import LeaderTerm
 from zkpy.runtime.learner_term import LearnerTerm
 from zkpy.runtime.osdisk import OsDisk
@@ -177,17 +177,11 @@ class QuorumPeer(ServesClients):
     def _recover(self) -> History:
         for directory in (self.dirs.snap_dir, self.dirs.log_dir):
             self.disk.makedirs(directory)
-        gc.disable()
-        try:
+        with loading_tree():
             recovered = recover(self.disk, self.dirs, log.info, self.recovery_progress)
             self.recovery_progress = None
             if drop_unadopted_epoch(self.disk, self.dirs, recovered.tree.last_processed_zxid, log.warning):
                 recovered = recover(self.disk, self.dirs, log.info)
-            # before the collector is back on: its first young collection would walk every loaded
-            # object (0.3 s at 1M znodes). The tree has no cycles; refcounts still free it
-            gc.freeze()
-        finally:
-            gc.enable()
         if recovered.fresh:
             p = Persistence(self.config, self.disk, self.dirs)
             p.write_initial_snapshot(recovered.tree)

@@ -14,7 +14,6 @@ the workers right after applying it (``member.workers.WorkerHub``).
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import time
 
@@ -26,6 +25,7 @@ from zkpy.config import ServerConfig
 from zkpy.member.workers import WorkerHub
 from zkpy.runtime.banner import serving_line
 from zkpy.runtime.clientport import ClientPort, ServesClients, now_ms, wall_ms
+from zkpy.runtime.gcpolicy import loading_tree
 from zkpy.runtime.osdisk import OsDisk, describe_error
 from zkpy.runtime.persistence import Persistence
 from zkpy.runtime.workers import WorkerPool
@@ -52,18 +52,8 @@ class ZkServer(ServesClients):
         self.disk = disk or OsDisk(faults, config.force_sync)
         self.dirs = DataDirs.of(config.data_dir, config.data_log_dir)
         t0 = time.monotonic()
-        # building a million nodes would run the cyclic collector over the growing tree again and
-        # again (a third of the load time); loading makes no cycles, so it runs without it
-        gc.disable()
-        try:
+        with loading_tree():
             self.recovered: Recovered = recover(self.disk, self.dirs, log.info, recovery_progress)
-            # the recovered tree lives as long as the server: keep the collector from walking it.
-            # Frozen before the collector is back on: its first young collection would otherwise
-            # walk every loaded object (0.3 s at 1M znodes). No collection first: loading makes
-            # no cycles, and one pass over a million znodes would add half a second to the start
-            gc.freeze()
-        finally:
-            gc.enable()
         recovery_s = time.monotonic() - t0
         tree = self.recovered.tree
         log.info("recovered zxid 0x%x, %d znodes, %d sessions, digest 0x%x in %.2fs", tree.last_processed_zxid,

@@ -37,6 +37,7 @@ import time
 from zkpy.admin.fourletter import DEFAULT_TRACE_MASK
 from zkpy.config import ServerConfig
 from zkpy.member.workers import WorkerFeed
+from zkpy.runtime import gcpolicy
 from zkpy.runtime.clientport import ClientPort, ServesClients, now_ms, wall_ms
 from zkpy.server.learner import LearnerServerCore
 from zkpy.server.outputs import Output
@@ -284,6 +285,7 @@ def main(argv: list[str]) -> None:
     hello = read_hello(sock)
     sock.setblocking(False)
     _configure_logging(hello)
+    gcpolicy.tune()
     t0 = time.monotonic()
 
     async def runner() -> None:

@@ -52,7 +52,7 @@ from zkpy.server.handshake import (
 from zkpy.server.local_sessions import LocalSessions, needs_global
 from zkpy.server.metrics import FOLD_AT, WATCH_FIRED, ServerMetrics
 from zkpy.server.outputs import Output, Propose, ServerOutput
-from zkpy.server.prep import WRITE_OPS, Prep
+from zkpy.server.prep import WRITE_OPS, Prep, txn_body
 from zkpy.server.reads import event_payload, run_read
 from zkpy.server.sasl import NoSaslServer, SaslError
 from zkpy.server.sessions import SessionTracker, session_password
@@ -678,7 +678,7 @@ class ServerCore:
     def _propose(self, op: int, request: Any, conn: Connection | None, xid: int, session: int,
                  error: ZookeeperError | None, auth: list[Id] | None = None,
                  ephemeral_error: ZookeeperError | None = None, body: bytes | None = None) -> None:
-        """``body``: the request's bytes, whose setData txn is logged from them (see `_txn_body`)."""
+        """``body``: the request's bytes, whose txn may be logged from them (see `prep.txn_body`)."""
         zxid = self.next_zxid
         self.next_zxid += 1
         if auth is None:
@@ -697,7 +697,7 @@ class ServerCore:
             hdr, txn = TxnHeader(session, xid, zxid, self.wall_ms, OpNum.ERROR), ErrorTxn(int(error.code))
         if op == OpNum.CLOSE_SESSION and error is None:
             self.sessions.set_closing(session)
-        p = Proposal(hdr, txn, _txn_body(hdr.type, body, txn) if body is not None else None, conn, xid, op, error,
+        p = Proposal(hdr, txn, txn_body(hdr.type, body, txn) if body is not None else None, conn, xid, op, error,
                      self.now_ms, self.prep.last_subs if error is None else None)
         self._unapplied.append(p)
         self._out.append(p)
@@ -998,23 +998,6 @@ class ServerStats:
         return self.total_latency / self.count if self.count else 0.0
 
 
-def _txn_body(op: int, request: bytes, txn: Any) -> bytes | None:
-    """A setData's or delete's txn bytes cut from its request's, or None. A setData request and
-    its txn are both path, data and an int (the request's expected version, the txn's new one):
-    the txn is the request with its last four bytes replaced; a delete's txn is its request
-    (path, version) without the version. Only where that is exact: an ASCII path (a path decoded
-    with replacement characters would not encode back to the request's bytes) and no bytes
-    after the record. Other txns are encoded from their records."""
-    if op == OpNum.SET_DATA:
-        data = txn.data
-        if txn.path.isascii() and len(request) == 12 + len(txn.path) + (len(data) if data is not None else 0):
-            return request[:-4] + INT.pack(txn.version)
-    elif op == OpNum.DELETE:
-        if txn.path.isascii() and len(request) == 8 + len(txn.path):
-            return request[:-4]
-    return None
-
-
 _CREATES = frozenset({OpNum.CREATE, OpNum.CREATE2, OpNum.CREATE_CONTAINER, OpNum.CREATE_TTL})
 
 
@@ -1036,7 +1019,7 @@ def _as_zookeeper_reads_multi(ops: list[Op]) -> list[Op]:
             else:
                 kind = OpNum.CREATE
             if kind != o.type:
-                o = Op(kind, o.request)
+                o = Op(kind, o.request, o.body)
         out.append(o)
     return out
 

@@ -14,6 +14,7 @@ soft one only logs ZooKeeper's "Quota exceeded: ..." line, rate-limited.
 
 from __future__ import annotations
 
+import struct
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -37,11 +38,12 @@ from zkpy.errors import (
 )
 from zkpy.ids import to_signed64
 from zkpy.ratelimit import LogLimiter
-from zkpy.tree.acl import check_acl, fixup_acl
+from zkpy.tree.acl import check_acl, fixup_acl, is_open
 from zkpy.tree.datatree import DataTree, ephemeral_kind
 from zkpy.tree.paths import parent_of, path_error
 from zkpy.tree.quota import check_limits, limit_path, limits_apply, parse_stats, stat_path, top_namespace
 from zkpy.wire.consts import CONTAINER_EPHEMERAL_OWNER, MAX_TTL_MS, TTL_MASK, CreateMode, OpNum, Perms
+from zkpy.wire.jute import INT
 from zkpy.wire.multi import Op
 from zkpy.wire.proto import ACL, Id, ReconfigRequest
 from zkpy.wire.txn import (
@@ -97,6 +99,35 @@ CONFIG_NODE = "/zookeeper/config"
 _MODES = {int(m): (m.is_ttl, m.is_ephemeral, m.is_sequential) for m in CreateMode}
 _CREATE_OPS = frozenset({OpNum.CREATE, OpNum.CREATE2, OpNum.CREATE_CONTAINER, OpNum.CREATE_TTL})
 _MULTI_OPS = _CREATE_OPS | {OpNum.DELETE, OpNum.SET_DATA, OpNum.CHECK}  # what a multi may hold
+
+
+_OPEN_ACL_BYTES = 27  # OPEN_ACL_UNSAFE as a jute vector: count, perms, "world", "anyone"
+_CREATE_TAIL = struct.Struct(">?i")  # CreateTxn's last fields: ephemeral, parentCVersion
+
+
+def txn_body(op: int, request: bytes, txn: Any) -> bytes | None:
+    """A txn's bytes cut from its request's, or None where that would not be exact (the txn is
+    then encoded from its record). Each is the request with its last field replaced:
+    - setData: path, data, the expected version → path, data, the new version;
+    - delete: path, version → path;
+    - create and create2: path, data, ACL, flags → path, data, ACL, ephemeral, the parent's
+      cversion; only with the open ACL (whose bytes are the one encoding that decodes to it) and
+      the request's own path (a sequential create's is longer, so the lengths disagree).
+    Exact only where the fields encode back to the request's bytes: an ASCII path (a path decoded
+    with replacement characters would not) and no bytes after the record."""
+    if op == OpNum.SET_DATA:
+        data = txn.data
+        if txn.path.isascii() and len(request) == 12 + len(txn.path) + (len(data) if data is not None else 0):
+            return request[:-4] + INT.pack(txn.version)
+    elif op == OpNum.DELETE:
+        if txn.path.isascii() and len(request) == 8 + len(txn.path):
+            return request[:-4]
+    elif op == OpNum.CREATE or op == OpNum.CREATE2:
+        data, acl = txn.data, txn.acl
+        if (len(acl) == 1 and is_open(acl[0]) and txn.path.isascii()
+                and len(request) == 12 + _OPEN_ACL_BYTES + len(txn.path) + (len(data) if data is not None else 0)):
+            return request[:-4] + _CREATE_TAIL.pack(txn.ephemeral, txn.parentCVersion)
+    return None
 
 
 class Reconfigurer(Protocol):
@@ -176,7 +207,6 @@ class Prep:
 
     def _multi(self, ops: list[Op], session: int, auth: Sequence[Id], zxid: int, time: int, live: bool,
                ephemeral_error: ZookeeperError | None) -> MultiTxn:
-        saved = dict(self.outstanding)
         saved_len = len(self._order)
         txns: list[Txn] = []
         subs: list[tuple[int, Any]] = []
@@ -191,17 +221,15 @@ class Prep:
                 if op.type not in _MULTI_OPS:
                     raise UnimplementedError()
                 txn = self._one(op.type, op.request, session, auth, zxid, time, live, ephemeral_error)
-                txns.append(Txn(op.type, txn.to_bytes()))
+                body = txn_body(op.type, op.body, txn) if op.body is not None else None
+                txns.append(Txn(op.type, body if body is not None else txn.to_bytes()))
                 subs.append((op.type, txn))
             except ZookeeperError as exc:
                 failed = exc
                 error = ErrorTxn(int(exc.code))
                 txns.append(Txn(OpNum.ERROR, error.to_bytes()))
                 subs.append((OpNum.ERROR, error))
-                # roll back what the earlier ops of this multi did to the outstanding state
-                while len(self._order) > saved_len:
-                    self._order.pop()
-                self.outstanding = saved
+                self._roll_back(saved_len)
         if failed is not None:
             # earlier ops are reported as OK-but-not-applied errors, as ZooKeeper's log shows them
             for i, t in enumerate(txns):
@@ -210,6 +238,15 @@ class Prep:
                     subs[i] = (OpNum.ERROR, ErrorTxn(0))
         self.last_subs = subs
         return MultiTxn(txns)
+
+    def _roll_back(self, order_len: int) -> None:
+        """Forget the change records made after the first ``order_len`` (a failed multi's). The
+        outstanding state is rebuilt from those left: each path's is its last record in order
+        (the invariant ``_add`` and ``applied`` keep), so a multi copies nothing up front."""
+        order = self._order
+        while len(order) > order_len:
+            order.pop()
+        self.outstanding = {rec.path: rec for rec in order}
 
     def _one(self, op: int, req: Any, session: int, auth: Sequence[Id], zxid: int, time: int, live: bool,
              ephemeral_error: ZookeeperError | None = None) -> Any:
@@ -339,8 +376,12 @@ class Prep:
         else:
             txn = CreateTxn(path, req.data, list(acl), is_ephemeral, new_cversion)
             owner = session if is_ephemeral else 0
-        self._add(ChangeRecord(zxid, parent.path, parent.exists, parent.version, new_cversion, parent.aversion,
-                               parent.ephemeral_owner, parent.child_count + 1, parent.acl, parent.data_length))
+        if parent.zxid == zxid:  # made by an earlier op of this multi, which owns it: move it on
+            parent.cversion = new_cversion
+            parent.child_count += 1
+        else:
+            self._add(ChangeRecord(zxid, parent.path, parent.exists, parent.version, new_cversion, parent.aversion,
+                                   parent.ephemeral_owner, parent.child_count + 1, parent.acl, parent.data_length))
         self._add(ChangeRecord(zxid, path, True, 0, 0, 0, owner, 0, acl, length))
         return txn
 

@@ -43,6 +43,7 @@ _DIGEST_STAT = struct.Struct(">qqqqqiiiq")
 _STAT = struct.Struct(">qqqqiiiqiiq")  # jute Stat, packed straight from a node on the read path
 _MASK64 = (1 << 64) - 1
 _PLAIN_CREATES = frozenset({OpNum.CREATE, OpNum.CREATE2})
+_DEFER_DIGESTS_AT = 16  # ops in a multi from which its parents' digests are settled once, at its end
 
 
 class Node:
@@ -118,7 +119,7 @@ class TxnResult:
     type: int
     err: int = 0
     path: str | None = None
-    stat: bytes | None = None  # the node's jute Stat as the reply carries it (``Node.stat_bytes``)
+    stat: bytes | None = None  # the node's jute Stat as the reply carries it (``Node.stat_bytes``); none for a plain create
     multi: list[TxnResult] | None = None  # a multi's results (None otherwise: no list per txn)
 
 
@@ -283,7 +284,8 @@ class DataTree:
             if op in _PLAIN_CREATES:
                 owner = session if txn.ephemeral else 0
                 rc.path, rc.stat = txn.path, self.create_node(txn.path, txn.data, txn.acl, owner,
-                                                              txn.parentCVersion, zxid, time)
+                                                              txn.parentCVersion, zxid, time,
+                                                              op == OpNum.CREATE2)  # create's reply has no Stat
             elif op == OpNum.CREATE_CONTAINER:
                 rc.path, rc.stat = txn.path, self.create_node(txn.path, txn.data, txn.acl, CONTAINER_EPHEMERAL_OWNER,
                                                               txn.parentCVersion, zxid, time)
@@ -326,17 +328,26 @@ class DataTree:
         post_failed = False
         results: list[TxnResult] = []
         rc.multi = results
-        for t, sub in subs:
-            if isinstance(sub, ErrorTxn) and sub.err != 0:
-                post_failed = True
-            if failed and t != OpNum.ERROR:
-                # a failed multi records its ops as errors; mirror ZooKeeper's layout
-                sub = ErrorTxn(int(Code.RUNTIMEINCONSISTENCY if post_failed else Code.OK))
-                t = OpNum.ERROR
-            sub_rc = self._apply_one(t, sub, zxid, time, session)
-            results.append(sub_rc)
-            if sub_rc.err and not rc.err:
-                rc.err = sub_rc.err
+        # a parent of many creates in one multi is hashed once, at its end (the digest is read
+        # between txns only)
+        defer = len(subs) >= _DEFER_DIGESTS_AT and "_dirty" not in self.__dict__
+        if defer:
+            self.defer_parent_digests()
+        try:
+            for t, sub in subs:
+                if isinstance(sub, ErrorTxn) and sub.err != 0:
+                    post_failed = True
+                if failed and t != OpNum.ERROR:
+                    # a failed multi records its ops as errors; mirror ZooKeeper's layout
+                    sub = ErrorTxn(int(Code.RUNTIMEINCONSISTENCY if post_failed else Code.OK))
+                    t = OpNum.ERROR
+                sub_rc = self._apply_one(t, sub, zxid, time, session)
+                results.append(sub_rc)
+                if sub_rc.err and not rc.err:
+                    rc.err = sub_rc.err
+        finally:
+            if defer:
+                self.settle_digests()
 
     def create_node(self, path: str, data: bytes | None, acl: list[ACL] | tuple[ACL, ...], owner: int,
                     parent_cversion: int, zxid: int, time: int, want_stat: bool = True) -> bytes | None:

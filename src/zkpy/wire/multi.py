@@ -9,7 +9,8 @@ have no record.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import struct
+from dataclasses import dataclass, field
 from typing import Any
 
 from zkpy.errors import ProtocolError
@@ -47,14 +48,17 @@ OP_RECORDS: dict[int, type[Record]] = {
 }
 
 _END = MultiHeader(-1, True, -1)
+_HEADER = struct.Struct(">i?i")  # MultiHeader's fields, unpacked without the record on the read path
 
 
 @dataclass(frozen=True, slots=True)
 class Op:
-    """One operation of a multi: its opcode and request record."""
+    """One operation of a multi: its opcode and request record; ``body``, on a request read from
+    the wire, is the record's bytes (a server logs some txns straight from them)."""
 
     type: int
     request: Any
+    body: bytes | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,16 +74,21 @@ class OpResult:
 
 
 def read_multi_request(buf: bytes | memoryview, pos: int) -> tuple[list[Op], int]:
+    """The ops up to the end marker, each with its record's bytes, and the position after it."""
     ops: list[Op] = []
+    header = _HEADER.unpack_from
+    records = OP_RECORDS
     while True:
-        h, pos = MultiHeader.read(buf, pos)
-        if h.done:
+        op_type, done, _err = header(buf, pos)
+        pos += 9
+        if done:
             return ops, pos
-        cls = OP_RECORDS.get(h.type)
+        cls = records.get(op_type)
         if cls is None:
-            raise ProtocolError(f"invalid type of op {h.type} in multi")
-        rec, pos = cls.read(buf, pos)
-        ops.append(Op(h.type, rec))
+            raise ProtocolError(f"invalid type of op {op_type} in multi")
+        rec, end = cls.read(buf, pos)
+        ops.append(Op(op_type, rec, bytes(buf[pos:end])))
+        pos = end
 
 
 def write_multi_request(out: bytearray, ops: list[Op]) -> None:

@@ -153,3 +153,30 @@ def test_set_data_txn_bytes_are_cut_from_the_request_only_where_exact() -> None:
         (p,) = [o for o in h.core.ready() if isinstance(o, Propose)]
         assert p.body == (p.txn.to_bytes() if path.isascii() else None)
         h.core.apply_persisted(1)
+
+
+def test_create_txn_bytes_are_cut_from_the_request_only_where_exact() -> None:
+    """A create's txn (path, data, ACL, ephemeral, parent cversion) is its request with the flags
+    replaced, where that is exact: the open ACL, an ASCII path, the request's own path, nothing
+    after the record. Everything else is encoded from the txn."""
+    h = Harness()
+    c = h.connect()
+    cases = [  # (op, request, cut from the request?)
+        (OpCode.CREATE, CreateRequest("/a", b"x" * 50, OPEN, 0), True),
+        (OpCode.CREATE2, CreateRequest("/b", None, OPEN, 0), True),
+        (OpCode.CREATE, CreateRequest("/e", b"", OPEN, 1), True),  # ephemeral
+        (OpCode.CREATE, CreateRequest("/a/s", b"", OPEN, 2), False),  # sequential: the path grows
+        (OpCode.CREATE, CreateRequest("/r", b"", [ACL(1, Id("world", "anyone"))], 0), False),
+        (OpCode.CREATE, CreateRequest("/d", b"", OPEN + OPEN, 0), False),  # deduplicated to the open ACL
+        (OpCode.CREATE, CreateRequest("/\u00e9", b"", OPEN, 0), False),
+    ]
+    for xid, (op, request, cut) in enumerate(cases, start=1):
+        h.send(c, xid, op, request)
+        (p,) = [o for o in h.core.ready() if isinstance(o, Propose)]
+        assert p.error is None
+        assert p.body == (p.txn.to_bytes() if cut else None), request
+        h.core.apply_persisted(1)
+    payload = RequestHeader(20, OpCode.CREATE).to_bytes() + CreateRequest("/t", b"", OPEN, 0).to_bytes() + b"junk"
+    h.core.receive(c, INT.pack(len(payload)) + payload)
+    (p,) = [o for o in h.core.ready() if isinstance(o, Propose)]
+    assert p.error is None and p.body is None  # trailing bytes after the record

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from zkpy.tree.acl import OPEN_ACL_UNSAFE
 from zkpy.tree.datatree import DataTree
 from zkpy.tree.paths import path_error
 from zkpy.tree.watches import PERSISTENT, RECURSIVE, STANDARD
 from zkpy.wire.consts import EventType, OpCode
-from zkpy.wire.txn import CreateTxn, DeleteTxn, SetDataTxn, TxnHeader
+from zkpy.wire.txn import CreateTxn, DeleteTxn, ErrorTxn, MultiTxn, SetDataTxn, Txn, TxnHeader
 
 ACL = list(OPEN_ACL_UNSAFE)
 
@@ -140,3 +141,24 @@ def test_deferred_parent_digests_settle_to_the_live_digest() -> None:
     deferred.settle_digests()
     assert deferred.digest == live.digest
     assert live.digest == sum(DataTree.node_digest(p, n) for p, n in live.nodes.items()) & ((1 << 64) - 1)
+
+
+def test_a_large_multi_leaves_the_digest_current() -> None:
+    """A multi of many ops hashes each parent once, at its end; the digest after it is the one
+    applying its ops one by one gives, deletes and a failed multi included."""
+    def creates(parent: str, n: int) -> list[tuple[int, Any]]:
+        return [(OpCode.CREATE, CreateTxn(f"{parent}/n{i}", b"v", ACL, False, -1)) for i in range(n)]
+
+    multis: list[list[tuple[int, Any]]] = [
+        creates("", 1) + [(OpCode.CREATE, CreateTxn("/p", b"", ACL, False, -1))] + creates("/p", 40),
+        [(OpCode.DELETE, DeleteTxn(f"/p/n{i}")) for i in range(0, 40, 2)] + creates("/n0", 20),
+        [(OpCode.ERROR, ErrorTxn(0))] * 17 + [(OpCode.ERROR, ErrorTxn(-110))],
+    ]
+    one_by_one, multi = DataTree(), DataTree()
+    for zxid, subs in enumerate(multis, 1):
+        for t, sub in subs:
+            one_by_one.apply(hdr(zxid, t), sub)
+        multi.apply(hdr(zxid, OpCode.MULTI), MultiTxn([Txn(t, sub.to_bytes()) for t, sub in subs]), subs)
+        assert "_dirty" not in multi.__dict__  # not deferring after the multi
+        assert multi.digest == one_by_one.digest == full_digest(multi)
+    assert sorted(multi.nodes) == sorted(one_by_one.nodes)

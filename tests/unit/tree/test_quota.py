@@ -55,7 +55,8 @@ class Tree:
         return rc
 
     def create(self, path: str, data: bytes | None = b"", session: int = 0) -> Any:
-        return self.apply(OpCode.CREATE, CreateTxn(path, data, ACL, session != 0, -1), session)
+        """A create2 txn: its result carries the new node's Stat (a plain create's has none)."""
+        return self.apply(OpCode.CREATE2, CreateTxn(path, data, ACL, session != 0, -1), session)
 
     def delete(self, path: str) -> Any:
         return self.apply(OpCode.DELETE, DeleteTxn(path))
