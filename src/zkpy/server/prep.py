@@ -38,7 +38,7 @@ from zkpy.errors import (
 )
 from zkpy.ids import to_signed64
 from zkpy.ratelimit import LogLimiter
-from zkpy.tree.acl import check_acl, fixup_acl, is_open
+from zkpy.tree.acl import OPEN_ACL_UNSAFE, check_acl, fixup_acl
 from zkpy.tree.datatree import DataTree, ephemeral_kind
 from zkpy.tree.paths import parent_of, path_error
 from zkpy.tree.quota import check_limits, limit_path, limits_apply, parse_stats, stat_path, top_namespace
@@ -101,6 +101,7 @@ _CREATE_OPS = frozenset({OpNum.CREATE, OpNum.CREATE2, OpNum.CREATE_CONTAINER, Op
 _MULTI_OPS = _CREATE_OPS | {OpNum.DELETE, OpNum.SET_DATA, OpNum.CHECK}  # what a multi may hold
 
 
+_OPEN_ENTRY = OPEN_ACL_UNSAFE[0]  # fixup_acl answers a request of the open ACL alone with this very entry
 _OPEN_ACL_BYTES = 27  # OPEN_ACL_UNSAFE as a jute vector: count, perms, "world", "anyone"
 _CREATE_TAIL = struct.Struct(">?i")  # CreateTxn's last fields: ephemeral, parentCVersion
 
@@ -111,7 +112,8 @@ def txn_body(op: int, request: bytes, txn: Any) -> bytes | None:
     - setData: path, data, the expected version → path, data, the new version;
     - delete: path, version → path;
     - create and create2: path, data, ACL, flags → path, data, ACL, ephemeral, the parent's
-      cversion; only with the open ACL (whose bytes are the one encoding that decodes to it) and
+      cversion; only with the open ACL as ``fixup_acl`` gives it back for a request that holds
+      just that ACL (its bytes are the one encoding that decodes to it), and
       the request's own path (a sequential create's is longer, so the lengths disagree).
     Exact only where the fields encode back to the request's bytes: an ASCII path (a path decoded
     with replacement characters would not) and no bytes after the record."""
@@ -124,7 +126,7 @@ def txn_body(op: int, request: bytes, txn: Any) -> bytes | None:
             return request[:-4]
     elif op == OpNum.CREATE or op == OpNum.CREATE2:
         data, acl = txn.data, txn.acl
-        if (len(acl) == 1 and is_open(acl[0]) and txn.path.isascii()
+        if (len(acl) == 1 and acl[0] is _OPEN_ENTRY and txn.path.isascii()
                 and len(request) == 12 + _OPEN_ACL_BYTES + len(txn.path) + (len(data) if data is not None else 0)):
             return request[:-4] + _CREATE_TAIL.pack(txn.ephemeral, txn.parentCVersion)
     return None
@@ -356,7 +358,7 @@ class Prep:
             path = f"{path}{parent.cversion:010d}"
         _valid(path)
         existing = self.outstanding.get(path)
-        if (existing.exists if existing is not None else self.tree.get(path) is not None):
+        if (existing.exists if existing is not None else path in self.tree.nodes):
             raise NodeExistsError(path, path)
         if ephemeral_kind(parent.ephemeral_owner) == "normal":
             raise NoChildrenForEphemeralsError(path, path)
