@@ -51,7 +51,7 @@ from datetime import UTC, datetime
 from zkpy.errors import ProtocolError
 from zkpy.ids import to_signed64
 from zkpy.tree.acl import OPEN_ACL_UNSAFE
-from zkpy.tree.datatree import DataTree, Node
+from zkpy.tree.datatree import NO_CHILDREN, DataTree, Node
 from zkpy.wire.consts import CONTAINER_EPHEMERAL_OWNER, TTL_MASK
 from zkpy.wire.jute import read_ustring
 from zkpy.wire.proto import ACL, Id
@@ -242,7 +242,7 @@ class SnapshotWriter:
             out += tail_pack(index, node.czxid, node.mzxid, node.ctime, node.mtime, node.version, node.cversion,
                              node.aversion, node.ephemeral_owner, node.pzxid)
             if node.children:
-                stack.append((prefix, list(reversed(node.children))))
+                stack.append((prefix, list(node.children)[::-1]))
             written += 1
         while stack and not stack[-1][1]:
             stack.pop()
@@ -479,6 +479,13 @@ def _parse_body(name: str, data: bytes, pos: int,
         acl_index, czxid, mzxid, ctime, mtime, version, cversion, aversion, owner, pzxid, plen = (
             tail_unpack(data, pos))
         pos += tail_size
+        # equal stat fields share one int, as a created node's do (a 1M-node tree: ~90 MiB less)
+        if mzxid == czxid:
+            mzxid = czxid
+        if pzxid == mzxid:
+            pzxid = mzxid
+        if mtime == ctime:
+            mtime = ctime
         node = new_node(Node)
         node.data = d
         node.czxid = czxid
@@ -490,7 +497,7 @@ def _parse_body(name: str, data: bytes, pos: int,
         node.aversion = aversion
         node.ephemeral_owner = owner
         node.pzxid = pzxid
-        node.children = {}
+        node.children = NO_CHILDREN
         node_acl = acl_of.get(acl_index)
         if pb:
             try:
@@ -505,7 +512,11 @@ def _parse_body(name: str, data: bytes, pos: int,
                 parent = nodes.get(parent_path or "/")
             if parent is None:
                 raise fail(pos, f"the parent of {path} is missing")
-            parent.children[path[slash + 1:]] = None
+            children = parent.children  # add_child, inlined: this runs once per node loaded
+            if isinstance(children, dict):
+                children[path[slash + 1:]] = None
+            else:
+                parent.children = {path[slash + 1:]: None}
             if owner:
                 if owner == container_owner:
                     containers.add(path)
@@ -662,7 +673,7 @@ def describe_snapshot(loaded: LoadedSnapshot, data: bool = False) -> Iterator[st
         else:
             yield f"  dataLength = {len(node.data) if node.data else 0}"
         prefix = "/" if path == "/" else path + "/"
-        stack.extend(prefix + name for name in reversed(node.children))
+        stack.extend(prefix + name for name in list(node.children)[::-1])
     yield "----"
     yield "Session Details (sid, timeout, ephemeralCount):"
     for session, timeout in tree.sessions.items():

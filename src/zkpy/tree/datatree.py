@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from zkpy.errors import Code
@@ -46,8 +48,15 @@ _PLAIN_CREATES = frozenset({OpNum.CREATE, OpNum.CREATE2})
 _DEFER_DIGESTS_AT = 16  # ops in a multi from which its parents' digests are settled once, at its end
 
 
+NO_CHILDREN: Mapping[str, None] = MappingProxyType({})
+"""The child names of every node that never had a child: one shared read-only empty mapping, so a
+leaf costs no dict of its own (64 bytes each, a tenth of a 1M-leaf tree). ``add_child`` gives a
+node its own dict at its first child."""
+
+
 class Node:
-    """One znode: data, ACL, the persisted stat fields and the child names."""
+    """One znode: data, ACL, the persisted stat fields and the child names (``NO_CHILDREN`` or
+    a dict of its own; change them through ``add_child`` and ``remove_child``)."""
 
     __slots__ = ("data", "acl", "czxid", "mzxid", "ctime", "mtime", "version", "cversion",
                  "aversion", "ephemeral_owner", "pzxid", "children", "digest")
@@ -59,7 +68,7 @@ class Node:
         self.ctime = self.mtime = time
         self.version = self.cversion = self.aversion = 0
         self.ephemeral_owner = ephemeral_owner
-        self.children: dict[str, None] = {}
+        self.children: Mapping[str, None] = NO_CHILDREN
         self.digest = 0  # this node's share of the tree digest, kept so removing it costs no CRC
 
     def stat(self) -> Stat:
@@ -77,6 +86,20 @@ class Node:
         return _STAT.pack(self.czxid, self.mzxid, self.ctime, self.mtime, self.version, self.cversion * 2 - n,
                           self.aversion, client_owner(self.ephemeral_owner), len(self.data) if self.data else 0, n,
                           self.pzxid)
+
+
+def add_child(node: Node, name: str) -> None:
+    children = node.children
+    if isinstance(children, dict):
+        children[name] = None
+    else:  # its first child
+        node.children = {name: None}
+
+
+def remove_child(node: Node, name: str) -> None:
+    children = node.children
+    if isinstance(children, dict):
+        children.pop(name, None)
 
 
 def client_owner(owner: int) -> int:
@@ -149,7 +172,7 @@ class DataTree:
                           ("/zookeeper/config", READ_ACL_UNSAFE)):
             node = Node(b"", self.intern_acl(acl), 0, 0, 0)
             self._put(path, node)
-            self.nodes[parent_of(path)].children[basename(path)] = None
+            add_child(self.nodes[parent_of(path)], basename(path))
         self.nodes["/zookeeper/config"].aversion = -1  # DataTree.addConfigNode sets the ACL with version -1
 
     def set_config_node(self, data: bytes, config_version: int, time_ms: int) -> None:
@@ -376,7 +399,11 @@ class DataTree:
         if parent_cversion > parent.cversion:
             parent.cversion = parent_cversion
             parent.pzxid = zxid
-        parent.children[name] = None
+        children = parent.children  # add_child, inlined: a replay runs this a million times
+        if isinstance(children, dict):
+            children[name] = None
+        else:
+            parent.children = {name: None}
         self._rehash_parent(parent_path, parent)
         node = Node(data, acl if acl is OPEN_ACL_UNSAFE else self.intern_acl(acl), zxid, time, owner)
         self.nodes[path] = node  # _put, inlined: a replay runs this a million times
@@ -411,7 +438,7 @@ class DataTree:
         if parent is None:
             raise TxnFailed(Code.NONODE)
         self._unhash(parent_path, parent)
-        parent.children.pop(basename(path), None)
+        remove_child(parent, basename(path))
         if zxid > parent.pzxid:
             parent.pzxid = zxid
         self._rehash_parent(parent_path, parent)

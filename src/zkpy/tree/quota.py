@@ -198,7 +198,7 @@ def check_limits(root: str, limits: dict[str, int], usage: dict[str, int], count
 
 class _NodeLike(Protocol):
     data: bytes | None
-    children: dict[str, None]
+    children: Mapping[str, None]
 
 
 PER_NAMESPACE_GAUGES = ("quota_count_limit_per_namespace", "quota_bytes_limit_per_namespace",

@@ -33,7 +33,7 @@ from zkpy.storage.snapshot import (
     write_snapshot,
 )
 from zkpy.tree.acl import OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
-from zkpy.tree.datatree import DataTree
+from zkpy.tree.datatree import NO_CHILDREN, DataTree
 from zkpy.wire.consts import MAX_TTL_MS, TTL_MASK, OpCode, Perms
 from zkpy.wire.proto import ACL, Id
 from zkpy.wire.txn import (
@@ -647,3 +647,19 @@ def test_zkpy_loads_what_apache_writes(tmp_path: Path) -> None:
     again.mkdir()
     (again / file.name).write_bytes(write_snapshot(loaded.tree))
     assert _snap_tool(tmp_path, "read", str(again))[:2] == apache[:2]
+
+
+def test_a_loaded_leaf_shares_the_empty_children_and_its_equal_stat_ints() -> None:
+    """What keeps a loaded tree small: a leaf holds no dict of its own, and stat fields that are
+    equal (a node never changed: czxid = mzxid = pzxid, ctime = mtime) hold one int."""
+    tree = DataTree()
+    tree.apply(hdr(0x100000001, OpCode.CREATE), CreateTxn("/a", b"x", list(OPEN_ACL_UNSAFE), False, -1))
+    for i, name in enumerate(("b", "c"), start=2):
+        tree.apply(hdr(0x100000000 + i, OpCode.CREATE), CreateTxn(f"/a/{name}", b"y", list(OPEN_ACL_UNSAFE), False, -1))
+    loaded = load(write_snapshot(tree), tree.last_processed_zxid).tree
+    leaf, parent = loaded.nodes["/a/b"], loaded.nodes["/a"]
+    assert leaf.children is NO_CHILDREN and list(parent.children) == ["b", "c"]
+    assert leaf.mzxid is leaf.czxid and leaf.pzxid is leaf.czxid and leaf.mtime is leaf.ctime
+    assert parent.mzxid is parent.czxid and parent.pzxid is not parent.czxid  # its children moved pzxid
+    loaded.apply(hdr(0x100000004, OpCode.CREATE), CreateTxn("/a/b/d", b"", list(OPEN_ACL_UNSAFE), False, -1))
+    assert list(leaf.children) == ["d"] and len(NO_CHILDREN) == 0 and loaded.digest == full_digest(loaded)

@@ -6,7 +6,7 @@ import random
 from typing import Any
 
 from zkpy.tree.acl import OPEN_ACL_UNSAFE
-from zkpy.tree.datatree import DataTree
+from zkpy.tree.datatree import NO_CHILDREN, DataTree
 from zkpy.tree.paths import path_error
 from zkpy.tree.watches import PERSISTENT, RECURSIVE, STANDARD
 from zkpy.wire.consts import EventType, OpCode
@@ -162,3 +162,17 @@ def test_a_large_multi_leaves_the_digest_current() -> None:
         assert "_dirty" not in multi.__dict__  # not deferring after the multi
         assert multi.digest == one_by_one.digest == full_digest(multi)
     assert sorted(multi.nodes) == sorted(one_by_one.nodes)
+
+
+def test_a_leaf_has_no_dict_of_its_own_until_its_first_child() -> None:
+    tree = DataTree()
+    tree.apply(hdr(1, OpCode.CREATE), CreateTxn("/a", b"", ACL, False, -1))
+    assert tree.nodes["/a"].children is NO_CHILDREN
+    tree.apply(hdr(2, OpCode.CREATE), CreateTxn("/a/b", b"", ACL, False, -1))
+    assert tree.nodes["/a"].children == {"b": None} and tree.nodes["/a/b"].children is NO_CHILDREN
+    tree.apply(hdr(3, OpCode.DELETE), DeleteTxn("/a/b"))
+    tree.apply(hdr(4, OpCode.DELETE), DeleteTxn("/a/missing"))  # a replayed delete: nothing to remove
+    tree.apply(hdr(5, OpCode.CREATE), CreateTxn("/l", b"", ACL, False, -1))
+    tree.apply(hdr(6, OpCode.DELETE), DeleteTxn("/l/x"))  # under a leaf: nothing to remove
+    assert tree.nodes["/l"].children is NO_CHILDREN
+    assert tree.nodes["/a"].children == {} and len(NO_CHILDREN) == 0 and tree.digest == full_digest(tree)
