@@ -10,7 +10,8 @@ is the bulk load's shape instead (``bench.bulkload``): one connection sends a mu
 creates of 50 bytes per turn, the children of one of the 1,000 znodes, and the figure is per create, over
 120 turns after 5 unmeasured ones. With
 ``--runs`` it is repeated and the minimum and median printed (on a shared machine the minimum is
-the figure to compare: other jobs only add to it). Point PYTHONPATH at another checkout's src to
+the figure to compare: other jobs only add to it). The collector runs with a server process's
+thresholds (``zkpy.runtime.gcpolicy``). Point PYTHONPATH at another checkout's src to
 compare two versions; run them interleaved.
 """
 
@@ -141,7 +142,17 @@ def measure(mode: str) -> float:
     return (time.process_time() - t0) * 1e6 / n
 
 
+def _tune_collector() -> None:
+    """The collector's thresholds as a server process sets them (older checkouts: the defaults)."""
+    try:
+        from zkpy.runtime import gcpolicy
+    except ImportError:
+        return
+    gcpolicy.tune()
+
+
 def main() -> None:
+    _tune_collector()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("mode", nargs="?", choices=("set", "create", "multi"), default="set")
     parser.add_argument("--runs", type=int, default=1)
