@@ -58,7 +58,7 @@ from zkpy.server.sasl import NoSaslServer, SaslError
 from zkpy.server.sessions import SessionTracker, session_password
 from zkpy.tree.acl import has_permission
 from zkpy.tree.datatree import DataTree, TxnResult, ephemeral_kind, ttl_of
-from zkpy.wire.consts import CreateMode, OpNum, Perms, Xid
+from zkpy.wire.consts import CreateMode, OpNum, PermNum, Xid
 from zkpy.wire.jute import INT
 from zkpy.wire.multi import Op, read_multi_request
 from zkpy.wire.proto import (
@@ -811,7 +811,7 @@ class ServerCore:
                 conn = self.connections.get(watcher)
                 if conn is None or conn.closing:
                     continue
-                if not has_permission(ev.acl, Perms.READ, conn.auth):
+                if not has_permission(ev.acl, PermNum.READ, conn.auth):
                     continue  # a watch never reveals a path its session may not read
                 self._send(conn, payload)
 
@@ -999,29 +999,30 @@ class ServerStats:
 
 
 _CREATES = frozenset({OpNum.CREATE, OpNum.CREATE2, OpNum.CREATE_CONTAINER, OpNum.CREATE_TTL})
+_TTL_FLAGS = frozenset({int(CreateMode.PERSISTENT_WITH_TTL), int(CreateMode.PERSISTENT_SEQUENTIAL_WITH_TTL)})
+_CONTAINER_FLAGS = int(CreateMode.CONTAINER)
 
 
 def _as_zookeeper_reads_multi(ops: list[Op]) -> list[Op]:
     """A multi's create ops as ZooKeeper's MultiOperationRecord reads them: the op's type comes
     from its flags, not from its header (create2 is a plain create; flags 4 make a container
     whatever the header said). TTL flags need a createTTL header, else the multi is malformed.
-    Without this, the txn type and the txn record of a sub-op could disagree."""
-    out = []
-    for o in ops:
+    Without this, the txn type and the txn record of a sub-op could disagree. ``ops`` (just read,
+    owned by the caller) is changed in place and returned."""
+    for i, o in enumerate(ops):
         if o.type in _CREATES:
             flags = o.request.flags
-            if flags in (CreateMode.PERSISTENT_WITH_TTL, CreateMode.PERSISTENT_SEQUENTIAL_WITH_TTL):
+            if flags in _TTL_FLAGS:
                 if o.type != OpNum.CREATE_TTL:
                     raise ProtocolError(f"TTL flags {flags} on a multi op of type {o.type}")
                 kind = OpNum.CREATE_TTL
-            elif flags == CreateMode.CONTAINER:
+            elif flags == _CONTAINER_FLAGS:
                 kind = OpNum.CREATE_CONTAINER
             else:
                 kind = OpNum.CREATE
             if kind != o.type:
-                o = Op(kind, o.request, o.body)
-        out.append(o)
-    return out
+                ops[i] = Op(kind, o.request, o.body)
+    return ops
 
 
 _NULL_PATH_FAILS = frozenset({OpNum.CREATE, OpNum.CREATE2, OpNum.CREATE_CONTAINER, OpNum.CREATE_TTL,

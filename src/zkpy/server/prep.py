@@ -42,7 +42,14 @@ from zkpy.tree.acl import OPEN_ACL_UNSAFE, check_acl, fixup_acl
 from zkpy.tree.datatree import DataTree, ephemeral_kind
 from zkpy.tree.paths import parent_of, path_error
 from zkpy.tree.quota import check_limits, limit_path, limits_apply, parse_stats, stat_path, top_namespace
-from zkpy.wire.consts import CONTAINER_EPHEMERAL_OWNER, MAX_TTL_MS, TTL_MASK, CreateMode, OpNum, Perms
+from zkpy.wire.consts import (
+    CONTAINER_EPHEMERAL_OWNER,
+    MAX_TTL_MS,
+    TTL_MASK,
+    CreateMode,
+    OpNum,
+    PermNum,
+)
 from zkpy.wire.jute import INT
 from zkpy.wire.multi import Op
 from zkpy.wire.proto import ACL, Id, ReconfigRequest
@@ -258,7 +265,7 @@ class Prep:
             _check_live(live)
             path = _parent_checked(req.path)
             parent = self.record(parent_of(path))
-            check_acl(parent.acl, Perms.DELETE, auth)
+            check_acl(parent.acl, PermNum.DELETE, auth)
             node = self.record(path)
             _check_version(node.version, req.version, path)
             if node.child_count > 0:
@@ -267,7 +274,7 @@ class Prep:
         if op == OpNum.DELETE_CONTAINER:
             path = _parent_checked(req)
             parent = self.record(parent_of(path))
-            check_acl(parent.acl, Perms.DELETE, auth)  # zkpy also checks clients' deleteContainer
+            check_acl(parent.acl, PermNum.DELETE, auth)  # zkpy also checks clients' deleteContainer
             node = self.record(path)
             if node.child_count > 0:
                 raise NotEmptyError(path, path)
@@ -278,7 +285,7 @@ class Prep:
             _check_live(live)
             path = _valid(req.path)
             node = self.record(path)
-            check_acl(node.acl, Perms.WRITE, auth)
+            check_acl(node.acl, PermNum.WRITE, auth)
             length = len(req.data) if req.data else 0
             if self.config.enforce_quota:
                 self._check_quota(path, 0, length - node.data_length, time)
@@ -292,7 +299,7 @@ class Prep:
             path = _valid(req.path)
             acl = fixup_acl(path, auth, req.acl, self.providers)
             node = self.record(path)
-            check_acl(node.acl, Perms.ADMIN, auth)
+            check_acl(node.acl, PermNum.ADMIN, auth)
             version = _check_version(node.aversion, req.version, path)
             # the change record keeps the old ACL, as ZooKeeper's does (it only bumps aversion):
             # requests prepped before this txn is applied are still checked against the old ACL
@@ -302,7 +309,7 @@ class Prep:
             _check_live(live)
             path = _valid(req.path)
             node = self.record(path)
-            check_acl(node.acl, Perms.READ, auth)
+            check_acl(node.acl, PermNum.READ, auth)
             return CheckVersionTxn(path, _check_version(node.version, req.version, path))
         if op == OpNum.CREATE_SESSION:
             return CreateSessionTxn(req)
@@ -323,7 +330,7 @@ class Prep:
             raise UnimplementedError()
         data = self.reconfigurer.next_config(req, zxid)
         node = self.record(CONFIG_NODE)
-        check_acl(node.acl, Perms.WRITE, auth)
+        check_acl(node.acl, PermNum.WRITE, auth)
         self._add(node.changed(zxid, version=-1))
         self.reconfigurer.proposed(zxid, data)
         return SetDataTxn(CONFIG_NODE, data, -1)
@@ -353,7 +360,7 @@ class Prep:
         parent_path = parent_of(path)
         acl = fixup_acl(path, auth, req.acl, self.providers)
         parent = self.record(parent_path)
-        check_acl(parent.acl, Perms.CREATE, auth)
+        check_acl(parent.acl, PermNum.CREATE, auth)
         if is_sequential:
             path = f"{path}{parent.cversion:010d}"
         _valid(path)

@@ -23,7 +23,7 @@ from zkpy.server.connection import Connection
 from zkpy.tree.acl import check_acl, has_permission
 from zkpy.tree.datatree import DataTree, Node
 from zkpy.tree.watches import PERSISTENT, RECURSIVE
-from zkpy.wire.consts import AddWatchMode, EventType, KeeperState, OpCode, Perms, WatcherType, Xid
+from zkpy.wire.consts import AddWatchMode, EventType, KeeperState, OpCode, PermNum, WatcherType, Xid
 from zkpy.wire.jute import INT, read_ustring
 from zkpy.wire.multi import OpResult, read_multi_request, write_multi_response
 from zkpy.wire.proto import (
@@ -87,7 +87,7 @@ def run_read(tree: DataTree, conn: Connection, op: int, body: bytes, notify: Not
             raise BadArgumentsError()
         maybe = _node_at(tree, path)
         if maybe is not None:
-            check_acl(maybe.acl, Perms.READ, conn.auth)
+            check_acl(maybe.acl, PermNum.READ, conn.auth)
         if req2.watch:
             tree.add_watch(path, conn.conn_id, data=True)
         if maybe is None:
@@ -112,9 +112,9 @@ def run_read(tree: DataTree, conn: Connection, op: int, body: bytes, notify: Not
         acl_node = _node_at(tree, path)
         if acl_node is None:
             raise NoNodeError()
-        check_acl(acl_node.acl, Perms.READ | Perms.ADMIN, conn.auth)
+        check_acl(acl_node.acl, PermNum.READ | PermNum.ADMIN, conn.auth)
         acl = list(acl_node.acl)
-        if not has_permission(acl_node.acl, Perms.ADMIN, conn.auth):
+        if not has_permission(acl_node.acl, PermNum.ADMIN, conn.auth):
             acl = [ACL(a.perms, Id(a.id.scheme, a.id.id.split(":", 1)[0] + ":x")) if a.id.scheme == "digest" else a
                    for a in acl]
         return GetACLResponse(acl, acl_node.stat()).to_bytes()
@@ -180,7 +180,7 @@ def _readable(tree: DataTree, path: str, conn: Connection) -> Node:
     node = _node_at(tree, path)
     if node is None:
         raise NoNodeError()
-    check_acl(node.acl, Perms.READ, conn.auth)
+    check_acl(node.acl, PermNum.READ, conn.auth)
     return node
 
 
@@ -221,7 +221,7 @@ def _set_watches(tree: DataTree, conn: Connection, op: int, body: bytes, notify:
     wid = conn.conn_id
 
     def fire(etype: int, path: str, acl: tuple[ACL, ...] | None) -> None:
-        if acl is not None and not has_permission(acl, Perms.READ, conn.auth):
+        if acl is not None and not has_permission(acl, PermNum.READ, conn.auth):
             return
         notify(event_payload(etype, path))
 

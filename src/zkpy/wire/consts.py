@@ -126,6 +126,19 @@ class Perms(IntFlag):
     ALL = 31
 
 
+class PermNum:
+    """Perms' values as plain ints, for the request path (as OpNum is OpCode's): reading an IntFlag
+    member costs about 100 ns, and ``acl.perms & Perms.READ`` builds a flag, about 1 µs for each
+    ACL entry a check looks at. ``PermNum.X == Perms.X`` for every member (a test checks it)."""
+
+    READ = int(Perms.READ)
+    WRITE = int(Perms.WRITE)
+    CREATE = int(Perms.CREATE)
+    DELETE = int(Perms.DELETE)
+    ADMIN = int(Perms.ADMIN)
+    ALL = int(Perms.ALL)
+
+
 class CreateMode(IntEnum):
     PERSISTENT = 0
     EPHEMERAL = 1

@@ -184,7 +184,8 @@ def test_acl_lists_read_in_turn_are_each_their_own(reqs: list[tuple[list[proto.A
 
 
 def test_plain_int_opcodes_agree_with_the_enum() -> None:
-    """``OpNum`` (the request path's plain ints) has every OpCode member, with its value."""
-    from zkpy.wire.consts import OpCode, OpNum
+    """``OpNum`` and ``PermNum`` (the request path's plain ints) have every OpCode and Perms member, with its value."""
+    from zkpy.wire.consts import OpCode, OpNum, PermNum, Perms
 
     assert {m.name: int(m) for m in OpCode} == {k: v for k, v in vars(OpNum).items() if k.isupper()}
+    assert {name: int(m) for name, m in Perms.__members__.items()} == {k: v for k, v in vars(PermNum).items() if k.isupper()}
