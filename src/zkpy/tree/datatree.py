@@ -89,6 +89,7 @@ class Node:
 
 
 def add_child(node: Node, name: str) -> None:
+    """Name ``name`` among ``node``'s children, giving it a dict of its own at its first child."""
     children = node.children
     if isinstance(children, dict):
         children[name] = None
@@ -97,6 +98,7 @@ def add_child(node: Node, name: str) -> None:
 
 
 def remove_child(node: Node, name: str) -> None:
+    """Drop ``name`` from ``node``'s children; a leaf (``NO_CHILDREN``) has none to drop."""
     children = node.children
     if isinstance(children, dict):
         children.pop(name, None)
