@@ -21,6 +21,7 @@ import argparse
 import random
 import statistics
 import time
+from collections.abc import Sequence
 
 from zkpy.config import ServerConfig
 from zkpy.server.core import ServerCore
@@ -77,10 +78,9 @@ class Driver:
         rng = random.Random(1)
         self.set_frames = [_frame(100 + k, OpCode.SET_DATA, SetDataRequest(f"/bench/n{rng.randrange(1000):06d}", VALUE, -1))
                            for k in range(64)]
-        self.multi_frames = [self._multi_frame(t) for t in range(MULTI_TURNS + 5)]
 
     @staticmethod
-    def _multi_frame(turn: int) -> bytes:
+    def multi_frame(turn: int) -> bytes:
         """Turn ``turn``'s multi: 1,000 creates, the children of /bench/n<turn>."""
         out = bytearray()
         write_multi_request(out, [Op(OpCode.CREATE, CreateRequest(f"/bench/n{turn:06d}/m{i:05d}", MULTI_VALUE, OPEN, 0))
@@ -97,21 +97,23 @@ class Driver:
             n += len(proposed)
         return n
 
-    def turn(self, mode: str, xid0: int) -> int:
+    def turn(self, mode: str, xid0: int | bytes) -> int:
+        """One turn; in ``multi`` mode ``xid0`` is the turn's prebuilt frame."""
         core = self.core
-        if mode == "multi":
-            core.receive(self.conns[0], self.multi_frames[xid0])
-        for ci, c in enumerate(self.conns if mode != "multi" else ()):
-            if mode == "set":
-                data = b"".join(self.set_frames[(ci * 8 + j) % 64] for j in range(8))
-            else:
-                parts = []
-                for j in range(4):
-                    x = xid0 + ci * 8 + j
-                    parts.append(_frame(x, OpCode.CREATE, CreateRequest(f"/bench/c{ci}_{x}", VALUE, OPEN, 0)))
-                    parts.append(_frame(x + 4, OpCode.DELETE, DeleteRequest(f"/bench/c{ci}_{x}", -1)))
-                data = b"".join(parts)
-            core.receive(c, data)
+        if isinstance(xid0, bytes):
+            core.receive(self.conns[0], xid0)
+        else:
+            for ci, c in enumerate(self.conns):
+                if mode == "set":
+                    data = b"".join(self.set_frames[(ci * 8 + j) % 64] for j in range(8))
+                else:
+                    parts = []
+                    for j in range(4):
+                        x = xid0 + ci * 8 + j
+                        parts.append(_frame(x, OpCode.CREATE, CreateRequest(f"/bench/c{ci}_{x}", VALUE, OPEN, 0)))
+                        parts.append(_frame(x + 4, OpCode.DELETE, DeleteRequest(f"/bench/c{ci}_{x}", -1)))
+                    data = b"".join(parts)
+                core.receive(c, data)
         outs = core.ready()
         txns = [o for o in outs if isinstance(o, Propose)]
         b"".join([_encode(p) for p in txns])
@@ -126,20 +128,18 @@ def measure(mode: str) -> float:
     """µs of CPU per write (per create of a multi) over ``TURNS`` (``MULTI_TURNS``) turns, after
     20 (5) unmeasured ones."""
     d = Driver()
-    if mode == "multi":
-        for i in range(5):
-            d.turn(mode, i)
-        t0 = time.process_time()
-        for i in range(MULTI_TURNS):
-            d.turn(mode, 5 + i)
-        return (time.process_time() - t0) * 1e6 / (MULTI_TURNS * MULTI_OPS)
-    for i in range(20):
-        d.turn(mode, 10_000 + i * 1000)
+    per_turn: Sequence[int | bytes]
+    if mode == "multi":  # the frames are built before the clock starts
+        per_turn = [Driver.multi_frame(t) for t in range(5 + MULTI_TURNS)]
+        warmup, ops = 5, MULTI_TURNS * MULTI_OPS
+    else:
+        per_turn = [10_000 + i * 1000 for i in range(20)] + [1_000_000 + i * 1000 for i in range(TURNS)]
+        warmup, ops = 20, 0
+    for x in per_turn[:warmup]:
+        d.turn(mode, x)
     t0 = time.process_time()
-    n = 0
-    for i in range(TURNS):
-        n += d.turn(mode, 1_000_000 + i * 1000)
-    return (time.process_time() - t0) * 1e6 / n
+    n = sum(d.turn(mode, x) for x in per_turn[warmup:])
+    return (time.process_time() - t0) * 1e6 / (ops or n)
 
 
 def _tune_collector() -> None:

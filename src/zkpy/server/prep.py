@@ -120,8 +120,8 @@ def txn_body(op: int, request: bytes, txn: Any) -> bytes | None:
     - delete: path, version → path;
     - create and create2: path, data, ACL, flags → path, data, ACL, ephemeral, the parent's
       cversion; only with the open ACL as ``fixup_acl`` gives it back for a request that holds
-      just that ACL (its bytes are the one encoding that decodes to it), and
-      the request's own path (a sequential create's is longer, so the lengths disagree).
+      just that ACL (its bytes are the one encoding that decodes to it), and the request's own
+      path (a sequential create's is longer, so the lengths disagree).
     Exact only where the fields encode back to the request's bytes: an ASCII path (a path decoded
     with replacement characters would not) and no bytes after the record."""
     if op == OpNum.SET_DATA:

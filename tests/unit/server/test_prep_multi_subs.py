@@ -71,11 +71,11 @@ def _wire_ops(ops: list[Op]) -> list[Op]:
 def test_logged_sub_txns_equal_their_encoding_when_cut_from_the_request() -> None:
     prep = Prep(DataTree(), ServerConfig(), lambda _m: None)
     for zxid, ops in enumerate(MULTIS, start=1):
-        _hdr, txn, error = prep.prep(OpCode.MULTI, _wire_ops(ops), 5, zxid, AUTH, zxid, 1000 + zxid, True)
+        hdr, txn, error = prep.prep(OpCode.MULTI, _wire_ops(ops), 5, zxid, AUTH, zxid, 1000 + zxid, True)
         assert error is None and isinstance(txn, MultiTxn)
         assert prep.last_subs is not None
         assert [t.data for t in txn.txns] == [sub.to_bytes() for _t, sub in prep.last_subs]
-        prep.tree.apply(_hdr, txn, prep.last_subs)
+        prep.tree.apply(hdr, txn, prep.last_subs)
         prep.applied(zxid)
 
 
