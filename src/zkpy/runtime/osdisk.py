@@ -44,6 +44,10 @@ class OsFile:
     def position(self) -> int:
         return self._pos
 
+    def fileno(self) -> int:
+        """The descriptor, for the fsync helper (``runtime.fsync_helper``) to sync."""
+        return self._fd
+
     def write(self, data: bytes) -> None:
         self._faults.before_write(len(data))
         if self._faults.plan.lose_unsynced:

@@ -112,8 +112,8 @@ class QuorumPeer(ServesClients):
         self.clients.core = core
 
     def fsync_summaries(self) -> tuple[Summary, Summary] | None:
-        worker = self.persistence.worker if self.persistence is not None else None
-        return None if worker is None else (worker.fsync_time_ms, worker.batch_size)
+        commit = self.persistence.commit if self.persistence is not None else None
+        return None if commit is None else (commit.fsync_time_ms, commit.batch_size)
 
     # ---- client input and output ----
 

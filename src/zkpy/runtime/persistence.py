@@ -1,9 +1,13 @@
-"""Durability for one server: the fsync worker (group commit), fuzzy snapshots, autopurge.
+"""Durability for one server: group commit of the txn log, fuzzy snapshots, autopurge.
 
-Group commit: the loop encodes every new txn and hands the batch to the worker thread; the
-worker appends everything handed to it since its last fsync, fsyncs once, then tells the loop
-how many txns are durable. Only then are they applied and answered, so no reply leaves before
-the fsync that covers it. The loop never waits on the disk: it only appends to a list.
+Group commit (``GroupCommit``): the loop encodes each turn's new txns and writes them into the
+log file at once (``pwrite``: the page cache); one sync at a time runs in the background over
+every file written since the last one, and when it is done the loop learns how many txns are
+durable. Only then are they applied and answered, so no reply leaves before the fsync that
+covers it. The loop never waits on the disk. The sync itself runs in the fsync helper process
+(``runtime.fsync_helper``) for the OS's files; where the disk injects faults or is not the OS's
+(tests), or with forceSync=no, each file's own ``sync`` runs on the loop and is reported on the
+next turn.
 
 Snapshots start when the log rolls (after snapCount/2 + a random share of snapCount/2 txns, as
 ZooKeeper staggers them). The snapshot's zxid Z is the tree's last applied zxid when it starts
@@ -24,9 +28,9 @@ writes the slices to ``tmp.snapshot.<zxid>``, syncing every 8 MiB; the loop seri
 Either way a crash never leaves a half-written ``snapshot.<zxid>``; the next start removes the
 ``tmp.`` file.
 
-A disk error (ENOSPC, EIO, ...) in the worker is fatal: nothing after the last good fsync is
-acknowledged and the server stops (fail-stop, as ZooKeeper's SyncRequestProcessor does); the next
-start recovers from the files.
+A disk error (ENOSPC, EIO, ...) writing or syncing the log is fatal: nothing after the last good
+fsync is acknowledged and the server stops (fail-stop, as ZooKeeper's SyncRequestProcessor does);
+the next start recovers from the files.
 """
 
 from __future__ import annotations
@@ -34,20 +38,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, cast
 
 from zkpy.config import ServerConfig
-from zkpy.runtime.osdisk import OsDisk, describe_error
+from zkpy.runtime.fsync_helper import SyncHelper
+from zkpy.runtime.osdisk import OsDisk, OsFile, describe_error
 from zkpy.runtime.snapfork import fork_available, fork_child, kill_child, wait_child
 from zkpy.server.metrics import ServerMetrics
 from zkpy.server.outputs import Propose
 from zkpy.storage.disk import AppendFile, Disk, join
 from zkpy.storage.files import DataDirs
+from zkpy.storage.groupcommit import GroupCommit, StartSync, SyncDone
 from zkpy.storage.roll import RollPolicy
 from zkpy.storage.snapshot import SnapshotWriter, snapshot_name
 from zkpy.storage.txnlog import TxnLogWriter, encode_entry, frame_payload
@@ -63,91 +68,17 @@ SNAPSHOT_CHILD_STEP_NODES = 4096  # nodes per chunk the forked child serializes 
 TMP_PREFIX = "tmp."
 
 
-class AvgMinMax:
-    """ZooKeeper's AvgMinMaxCounter (a BASIC ``Summary``): count, sum, min and max of integer
-    samples, which ``mntr`` prints as ``zk_{avg,min,max,cnt,sum}_<name>``. Written by one thread;
-    a reader on another thread may see a sample half-added, as ZooKeeper's reader may."""
-
-    __slots__ = ("count", "total", "min", "max")
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.total = 0
-        self.min = 0  # 0 until the first sample, as mntr reports an empty counter
-        self.max = 0
-
-    def add(self, value: int) -> None:
-        if not self.count or value < self.min:
-            self.min = value
-        if value > self.max:
-            self.max = value
-        self.total += value
-        self.count += 1
-
-
-class FsyncWorker(threading.Thread):
-    """The one thread in the request path: append what the loop handed over, fsync, report.
-
-    Statistics for ``mntr``, under ZooKeeper 3.8's metric names: ``fsync_time_ms`` is
-    ``fsynctime`` (each group commit's sync, whole milliseconds as FileTxnLog measures it) and
-    ``batch_size`` is ``sync_processor_batch_size`` (txns per group commit)."""
-
-    def __init__(self, writer: TxnLogWriter, report: Callable[[int], None], fail: Callable[[BaseException], None]) -> None:
-        super().__init__(name="zkpy-fsync", daemon=True)
-        self.writer = writer
-        self._report = report
-        self._fail = fail
-        self._cond = threading.Condition()
-        self._pending: list[tuple[int, bytes, int, bool]] = []  # (first zxid, records, count, roll after)
-        self._stopping = False
-        self.fsync_time_ms = AvgMinMax()
-        self.batch_size = AvgMinMax()
-
-    def submit(self, first_zxid: int, records: bytes, count: int, roll_after: bool) -> None:
-        with self._cond:
-            self._pending.append((first_zxid, records, count, roll_after))
-            self._cond.notify()
-
-    def stop(self) -> None:
-        with self._cond:
-            self._stopping = True
-            self._cond.notify()
-
-    def run(self) -> None:
-        writer = self.writer
-        try:
-            while True:
-                with self._cond:
-                    while not self._pending and not self._stopping:
-                        self._cond.wait()
-                    batch, self._pending = self._pending, []
-                    if not batch:
-                        break
-                count = 0
-                for first_zxid, records, n, roll_after in batch:
-                    writer.append(first_zxid, records)
-                    count += n
-                    if roll_after:
-                        writer.roll()  # syncs the old file
-                t0 = time.perf_counter_ns()
-                writer.sync()
-                self.fsync_time_ms.add((time.perf_counter_ns() - t0) // 1_000_000)
-                self.batch_size.add(count)
-                self._report(count)
-            writer.close()
-        except BaseException as exc:  # the disk failed: stop reporting; the loop fails the server
-            self._fail(exc)
-
-
 class Persistence:
-    """The txn log and snapshots of one server; every method but the worker's runs on the loop."""
+    """The txn log and snapshots of one server; every method runs on the loop."""
 
     def __init__(self, config: ServerConfig, disk: Disk, dirs: DataDirs, rng: random.Random | None = None) -> None:
         self.config = config
         self.disk = disk
         self.dirs = dirs
         self.rng = rng or random.Random()
-        self.worker: FsyncWorker | None = None
+        self.commit: GroupCommit | None = None
+        self._helper: SyncHelper | None = None
+        self._on_durable: Callable[[int], None] | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.rolls = RollPolicy(config.snap_count, self.rng)
         self.snapshot: SnapshotWriter | None = None
@@ -176,14 +107,35 @@ class Persistence:
                     self.disk.remove(join(directory, name))
         writer = TxnLogWriter(self.disk, self.dirs.log_dir, self.config.prealloc_kb * 1024)
 
-        def fail(exc: BaseException) -> None:
-            loop.call_soon_threadsafe(self._fatal, exc, on_fatal)
+        def fail(exc: BaseException) -> None:  # on the next turn: the turn that failed finishes first
+            loop.call_soon(self._fatal, exc, on_fatal)
 
-        def durable(count: int) -> None:
-            loop.call_soon_threadsafe(on_durable, count)
+        self._on_durable = on_durable
+        self.commit = GroupCommit(writer, self._syncer(loop), on_durable, fail, time.perf_counter_ns)
 
-        self.worker = FsyncWorker(writer, durable, fail)
-        self.worker.start()
+    def _syncer(self, loop: asyncio.AbstractEventLoop) -> StartSync:
+        """How a group commit's files are synced: by the fsync helper process where the files are
+        the OS's and really synced (no injected faults: their counters live in this process),
+        else by each file's ``sync`` on the loop, reported on the next turn."""
+        disk = self.disk
+        if isinstance(disk, OsDisk) and disk.force_sync and not disk.faults.plan.injects():
+            try:
+                helper = self._helper = SyncHelper(loop)
+            except OSError as exc:
+                log.warning("cannot start the fsync helper (%s): syncing the log on the loop", describe_error(exc))
+            else:
+                return lambda files, done: helper.sync([cast(OsFile, f).fileno() for f in files], done)
+
+        def sync_here(files: list[AppendFile], done: SyncDone) -> None:
+            failure: BaseException | None = None
+            try:
+                for f in files:
+                    f.sync()
+            except OSError as exc:
+                failure = exc
+            loop.call_soon(done, failure)
+
+        return sync_here
 
     def write_initial_snapshot(self, tree: DataTree) -> None:
         """A fresh data dir gets snapshot.0 before serving, as ZooKeeper writes it (its loader
@@ -208,13 +160,13 @@ class Persistence:
     # ---- the log ----
 
     def log_txns(self, entries: Sequence[Propose], tree: DataTree) -> None:
-        """Hand the txns of one loop turn to the worker; roll and snapshot when due."""
+        """Write the txns of one loop turn to the log; roll and snapshot when due."""
         if self.failed is not None or not entries:
             return
-        assert self.worker is not None
+        assert self.commit is not None
         records = b"".join([encode_entry(p.hdr, p.txn, None, p.body) for p in entries])
         roll = self.rolls.logged(len(entries))
-        self.worker.submit(entries[0].hdr.zxid, records, len(entries), roll)
+        self.commit.submit(entries[0].hdr.zxid, records, len(entries), roll)
         if roll:
             self.start_snapshot(tree)
 
@@ -222,10 +174,10 @@ class Persistence:
         """The same for txns already serialized (a quorum peer's proposals), written as they are."""
         if self.failed is not None or not payloads:
             return
-        assert self.worker is not None
+        assert self.commit is not None
         records = b"".join([frame_payload(p) for p in payloads])
         roll = self.rolls.logged(len(payloads))
-        self.worker.submit(zxids[0], records, len(payloads), roll)
+        self.commit.submit(zxids[0], records, len(payloads), roll)
         if roll:
             self.start_snapshot(tree)
 
@@ -396,15 +348,22 @@ class Persistence:
     # ---- shutdown ----
 
     def close(self) -> None:
-        """Let the worker finish what it was handed (so a clean stop loses nothing), then stop.
-        A snapshot still being written is abandoned (a forked writer is killed); its tmp file is
-        removed at the next start."""
+        """Sync what the log was given (so a clean stop loses nothing; that is reported like any
+        sync, should the loop run on), then stop. A snapshot still being written is abandoned (a
+        forked writer is killed); its tmp file is removed at the next start."""
         self.closed = True
         child = self._snap_child
         if child is not None:
             kill_child(child)  # its waiter removes the tmp file, or the next start does
-        if self.worker is not None:
-            self.worker.stop()
-            self.worker.join(timeout=30)
+        if self.commit is not None:
+            try:
+                durable = self.commit.close()
+            except OSError as exc:
+                log.error("cannot sync the txn log at stop: %s", describe_error(exc))
+                durable = 0
+            if durable and self._on_durable is not None and self.loop is not None and not self.loop.is_closed():
+                self.loop.call_soon(self._on_durable, durable)
+        if self._helper is not None:
+            self._helper.close()
         self._snap_io.shutdown(wait=True, cancel_futures=True)
 

@@ -93,8 +93,8 @@ class ZkServer(ServesClients):
         return []
 
     def fsync_summaries(self) -> tuple[Summary, Summary] | None:
-        worker = self.persistence.worker
-        return None if worker is None else (worker.fsync_time_ms, worker.batch_size)
+        commit = self.persistence.commit
+        return None if commit is None else (commit.fsync_time_ms, commit.batch_size)
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()

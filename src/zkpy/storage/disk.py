@@ -88,6 +88,10 @@ class FaultPlan:
     fail_sync_after: int | None = None
     lose_unsynced: bool = False
 
+    def injects(self) -> bool:
+        """Whether this plan changes anything: a file's writes and syncs then go through its counters."""
+        return self.fail_after_bytes is not None or self.fail_sync_after is not None or self.lose_unsynced
+
 
 class FaultCounter:
     """Counts bytes and syncs against a FaultPlan; shared by every file of one Disk."""

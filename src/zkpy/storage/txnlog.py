@@ -487,6 +487,10 @@ class TxnLogWriter:
         return self._file.path if self._file is not None else None
 
     @property
+    def current_file(self) -> AppendFile | None:
+        return self._file
+
+    @property
     def position(self) -> int:
         """Bytes written to the current file (0 if none): its length without the zero tail."""
         return self._file.position if self._file is not None else 0
@@ -525,6 +529,12 @@ class TxnLogWriter:
         if self._file is not None:
             self._file.sync()
             self.close()
+
+    def detach(self) -> None:
+        """Let go of the current file without syncing or closing it (the caller does both, as
+        group commit does); the next append starts a new one."""
+        self._file = None
+        self.txns_in_current = 0
 
     def close(self) -> None:
         """Close the current file without syncing it."""

@@ -7,12 +7,12 @@ the middle (written bytes land in order: a later byte never survives an earlier 
 that overwrite preallocated zeros tear the same way). In mode ``kill`` (kill -9, the OS
 survives) every written byte stays, synced or not.
 
-``SimLog`` is ``runtime.persistence``'s fsync worker without the thread: txns handed to it
-are appended to the log at once (unsynced), and a sync covering everything handed so far
+``SimLog`` drives the server's own group commit (``storage.groupcommit``): txns handed to it
+are written to the log at once (unsynced), and a sync covering everything written so far
 completes after a random delay, then reports how many txns are durable; txns handed while a
-sync is in flight wait for the next one (one sync covers a batch: group commit). The log rolls
-after ``snap_count / 2 + random(snap_count / 2)`` txns and a snapshot of the tree is written
-(synchronously: fuzzy snapshots are not modelled, see the package docstring).
+sync is in flight wait for the next one (group commit). The log rolls after ``snap_count / 2 +
+random(snap_count / 2)`` txns and a snapshot of the tree is written (synchronously: fuzzy
+snapshots are not modelled, see the package docstring).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from zkpy.storage.disk import MemoryDisk
+from zkpy.storage.disk import AppendFile, MemoryDisk
+from zkpy.storage.groupcommit import GroupCommit, SyncDone
 from zkpy.storage.roll import RollPolicy
 from zkpy.storage.txnlog import LOG_PREFIX, TxnLogWriter, frame_payload
 
@@ -63,60 +64,47 @@ Post = Callable[[int, Callable[..., Any]], None]
 
 
 class SimLog:
-    """The txn log of one term and its fsync worker; ``on_durable(count)`` reports progress.
+    """The txn log of one term and its group commit; ``on_durable(count)`` reports progress.
 
     ``post(delay_ms, fn)`` schedules ``fn`` as an event of the owning server (it does not run
-    while the server is paused, nor after it crashed)."""
+    while the server is paused, nor after it crashed): a sync completes in such an event."""
 
     def __init__(self, disk: SimDisk, log_dir: str, *, prealloc_bytes: int, snap_count: int, rng: random.Random,
                  post: Post, fsync_delay: Callable[[], int], on_durable: Callable[[int], None],
                  on_roll: Callable[[], None]) -> None:
-        self.writer = TxnLogWriter(disk, log_dir, prealloc_bytes)
         self.rolls = RollPolicy(snap_count, rng)
         self._post = post
         self._fsync_delay = fsync_delay
-        self._on_durable = on_durable
         self._on_roll = on_roll
-        self.handed = 0  # txns appended, not yet covered by a sync that started
-        self.in_flight = 0  # txns covered by the sync in progress
-        self.syncing = False
-        self.closed = False
+        self.commit = GroupCommit(TxnLogWriter(disk, log_dir, prealloc_bytes), self._start_sync, on_durable,
+                                  _raise, lambda: 0)
 
     def log_payloads(self, zxids: Sequence[int], payloads: Sequence[bytes]) -> None:
         """Txns already serialized (a member core's `AppendLog`), written as they are."""
-        if self.closed or not payloads:
+        if self.commit.closed or not payloads:
             return
-        self.writer.append(zxids[0], b"".join([frame_payload(p) for p in payloads]))
-        self.handed += len(payloads)
-        if self.rolls.logged(len(payloads)):
-            self.writer.roll()  # syncs the old file
+        roll = self.rolls.logged(len(payloads))
+        self.commit.submit(zxids[0], b"".join([frame_payload(p) for p in payloads]), len(payloads), roll)
+        if roll:
             self._on_roll()
-        self._kick()
 
-    def _kick(self) -> None:
-        if self.syncing or not self.handed or self.closed:
-            return
-        self.syncing = True
-        self.in_flight, self.handed = self.handed, 0
-        self._post(self._fsync_delay(), self._synced)
+    def _start_sync(self, files: list[AppendFile], done: SyncDone) -> None:
+        def synced() -> None:
+            if self.commit.closed:  # its files were synced at the close, and may be gone since
+                return
+            for f in files:
+                f.sync()
+            done(None)
 
-    def _synced(self) -> None:
-        if self.closed:
-            return
-        self.writer.sync()
-        self.syncing = False
-        count, self.in_flight = self.in_flight, 0
-        self._on_durable(count)
-        self._kick()
+        self._post(self._fsync_delay(), synced)
 
     def close(self) -> int:
-        """The worker finishes what it was handed (a clean stop loses nothing) and stops; returns
-        how many txns that sync made durable without reporting them (the shell's worker reports
-        them after its join, through the loop)."""
-        if self.closed:
+        """Sync what was written (a clean stop loses nothing) and stop; returns how many txns that
+        made durable without reporting them (the server reports them through its loop)."""
+        if self.commit.closed:
             return 0
-        self.closed = True
-        self.writer.sync()
-        self.writer.close()
-        count, self.in_flight, self.handed = self.in_flight + self.handed, 0, 0
-        return count
+        return self.commit.close()
+
+
+def _raise(exc: BaseException) -> None:
+    raise exc  # the simulated disk injects no faults: a failure is a bug
