@@ -530,12 +530,6 @@ class TxnLogWriter:
             self._file.sync()
             self.close()
 
-    def detach(self) -> None:
-        """Let go of the current file without syncing or closing it (the caller does both, as
-        group commit does); the next append starts a new one."""
-        self._file = None
-        self.txns_in_current = 0
-
     def close(self) -> None:
         """Close the current file without syncing it."""
         if self._file is not None:
