@@ -289,16 +289,19 @@ def test_a_session_moves_between_processes_with_its_ephemeral(procs: Processes) 
         check.close()
 
 
-def _children(pid: int) -> list[int]:
+def _children(pid: int, program: bytes = b"zkpy.runtime.worker") -> list[int]:
+    """The live children of ``pid`` running ``program``: its workers (default) or its fsync helper."""
     out = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
                     fields = f.read().rsplit(")", 1)[1].split()
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    command = f.read()
             except OSError:
                 continue
-            if int(fields[1]) == pid and fields[0] != "Z":
+            if int(fields[1]) == pid and fields[0] != "Z" and program in command:
                 out.append(int(entry))
     return out
 
@@ -334,12 +337,13 @@ def test_kazoo_keeps_its_session_when_a_worker_dies_and_workers_die_with_the_mem
             assert zk.retry(zk.get, f"/k{i}")[0] == b"w"
             assert zk.client_id[0] == sessions[i]
         assert sorted(clients[0].get_children("/")) == sorted(["zookeeper", *(f"k{i}" for i in range(6))])
-        workers = _children(server.proc.pid)
-        server.proc.kill()  # no orphans: the workers go with the member
+        workers = _children(server.proc.pid) + _children(server.proc.pid, b"zkpy.runtime.fsync_helper")
+        assert len(workers) == 3
+        server.proc.kill()  # no orphans: the workers and the fsync helper go with the member
         server.proc.wait()
         deadline = time.monotonic() + 15
         while any(_alive(w) for w in workers):
-            assert time.monotonic() < deadline, "a worker outlived its member"
+            assert time.monotonic() < deadline, "a worker or the fsync helper outlived its member"
             time.sleep(0.05)
     finally:
         for zk in clients:

@@ -9,14 +9,16 @@ descriptors over a socketpair (SCM_RIGHTS), and reads one byte back when they ar
 
 The helper is its own program (``python -c``, no copy of the server's memory), in its own
 session, and ignores SIGINT and SIGTERM: it exits when the server closes the socket or dies,
-so a clean stop's last sync never finds it gone. A failed ``fdatasync`` comes back as its
-errno; the server then stops as it does on any log write error.
+so a clean stop's last sync never finds it gone; one that dies anyway is started again. A
+failed ``fdatasync`` comes back as its errno; the server then stops as it does on any log write
+error.
 """
 
 from __future__ import annotations
 
 import asyncio
 import errno
+import logging
 import os
 import signal
 import socket
@@ -26,12 +28,14 @@ from collections.abc import Sequence
 
 from zkpy.storage.groupcommit import SyncDone
 
+log = logging.getLogger("zkpy.persistence")
+
 _OK = b"k"
 _FAILED = b"e"  # followed by the errno, in decimal
 _REQUEST = b"s"
 MAX_FILES = 8  # descriptors in one request: a batch spans at most a roll or two
+MAX_DEATHS = 3  # helpers that may die in a row, each started again, before a sync fails
 _CHILD = "from zkpy.runtime.fsync_helper import serve; serve({fd})"
-
 
 
 def serve(fd: int) -> None:
@@ -63,13 +67,25 @@ def serve(fd: int) -> None:
 
 
 class SyncHelper:
-    """The loop's end of the helper: one request in flight at a time (group commit keeps it so)."""
+    """The loop's end of the helper: one request in flight at a time (group commit keeps it so).
+
+    A helper that dies (killed by hand, by the OOM killer) is started again and given the request
+    it had not answered (``fdatasync`` may run twice; it is idempotent): the request holds its own
+    duplicates of the descriptors, so a file closed meanwhile is still the one synced. Only if
+    helpers keep dying without answering does the sync fail, and the server with it."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
+        self._fds: list[int] = []  # the request in flight: our duplicates of its descriptors
+        self._done: SyncDone | None = None
+        self._deaths = 0  # helpers that died since the last answer
+        self._gone: OSError | None = None  # set once no helper is started again: every sync fails
+        self.proc, self.sock = self._spawn()
+
+    def _spawn(self) -> tuple[subprocess.Popen[bytes], socket.socket]:
         mine, theirs = socket.socketpair()
         try:
-            self.proc = subprocess.Popen(
+            proc = subprocess.Popen(
                 [sys.executable, "-c", _CHILD.format(fd=theirs.fileno())], pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL, start_new_session=True)
         except BaseException:
@@ -78,38 +94,81 @@ class SyncHelper:
         finally:
             theirs.close()
         mine.setblocking(False)
-        self.sock = mine
-        self._done: SyncDone | None = None
-        loop.add_reader(mine.fileno(), self._answered)
+        self.loop.add_reader(mine.fileno(), self._answered)
+        return proc, mine
 
     def sync(self, fds: Sequence[int], done: SyncDone) -> None:
         """Start syncing ``fds``; ``done(None)`` runs on the loop once they are on disk, or
         ``done(error)`` if they may not be."""
         assert self._done is None, "one sync at a time"
+        if len(fds) > MAX_FILES:  # the helper would not receive the rest
+            raise ValueError(f"{len(fds)} files in one sync, at most {MAX_FILES}")
         self._done = done
+        if self._gone is not None:
+            self._finish(self._gone)
+            return
         try:
-            socket.send_fds(self.sock, [_REQUEST], list(fds))
-        except OSError as exc:  # the helper is gone
+            self._fds = [os.dup(fd) for fd in fds]
+        except OSError as exc:
             self._finish(exc)
+            return
+        self._send()
+
+    def _send(self) -> None:
+        try:
+            socket.send_fds(self.sock, [_REQUEST], self._fds)
+        except OSError:  # the helper is gone: its end of the socket is closed
+            self._lost()
 
     def _answered(self) -> None:
-        failure: OSError | None = None
         try:
             data = self.sock.recv(64)
         except BlockingIOError:
             return
-        except OSError as exc:
-            data, failure = b"", exc
+        except OSError:
+            data = b""
         if data == _OK:
+            self._deaths = 0
             self._finish(None)
         elif data.startswith(_FAILED):
+            self._deaths = 0
             code = int(data[1:] or errno.EIO)
             self._finish(OSError(code, f"fdatasync: {os.strerror(code)}"))
         else:
-            self.loop.remove_reader(self.sock.fileno())
-            self._finish(failure or OSError(errno.EPIPE, "the fsync helper exited"))
+            self._lost()
+
+    def _lost(self) -> None:
+        """The helper died: start another and give it the unanswered request, if there is one."""
+        self.loop.remove_reader(self.sock.fileno())
+        self.sock.close()
+        code = self._reap()
+        self._deaths += 1
+        if self._deaths > MAX_DEATHS:
+            self._gone = OSError(errno.EPIPE, f"the fsync helper exited {self._deaths} times in a row")
+            self._finish(self._gone)
+            return
+        log.warning("the fsync helper (pid %d) exited with %s: starting another", self.proc.pid,
+                    f"code {code}" if code >= 0 else f"signal {-code}")
+        try:
+            self.proc, self.sock = self._spawn()
+        except OSError as exc:
+            self._gone = exc
+            self._finish(exc)
+            return
+        if self._done is not None:
+            self._send()
+
+    def _reap(self, timeout: float = 5.0) -> int:
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
 
     def _finish(self, failure: BaseException | None) -> None:
+        for fd in self._fds:
+            os.close(fd)
+        self._fds = []
         done, self._done = self._done, None
         if done is not None:
             done(failure)
@@ -122,8 +181,7 @@ class SyncHelper:
             except (RuntimeError, ValueError):  # the loop is closed already
                 pass
             self.sock.close()
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        for fd in self._fds:
+            os.close(fd)
+        self._fds = []
+        self._reap(timeout)

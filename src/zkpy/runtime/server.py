@@ -1,7 +1,7 @@
 """The asyncio shell around ServerCore: recovery, client listener, flushing, timers, shutdown.
 
 One event loop per process. Each loop turn's input is processed by the core; a single flush
-per turn hands the turn's new txns to the fsync worker and writes every connection's output
+per turn writes the turn's new txns to the log (group commit) and every connection's output
 with one ``write`` per connection. When the worker reports txns durable, they are applied and
 answered (then flushed again): a write's reply never leaves before its fsync.
 
@@ -142,7 +142,8 @@ class ZkServer(ServesClients):
             self.loop.call_soon(self.flush)
 
     def flush(self) -> None:
-        """Hand this turn's new txns to the fsync worker, then write every connection's output."""
+        """Write this turn's new txns to the log (their sync starts or waits its turn), then every
+        connection's output."""
         self._flush_scheduled = False
         outputs = self.core.ready()
         txns = [o for o in outputs if isinstance(o, Propose)]
@@ -161,7 +162,7 @@ class ZkServer(ServesClients):
             self.workers.send(self.hub.take())
 
     def _durable(self, count: int) -> None:
-        """The worker fsynced ``count`` more txns: apply and answer them."""
+        """Group commit made ``count`` more txns durable: apply and answer them."""
         if self.failure is not None:
             return
         self.core.set_time(now_ms(), wall_ms())

@@ -1,8 +1,8 @@
 """Group commit (``storage.groupcommit.GroupCommit``) and the fsync helper process
 (``runtime.fsync_helper``): what is written while a sync runs waits for the next one, reports
 come in order and only after their sync, a roll syncs the file it leaves before the next one, a
-failure stops every later report, and the helper really syncs, reports errors and outlives
-SIGTERM until the server lets it go."""
+failure stops every later report, and the helper really syncs, reports errors, outlives
+SIGTERM until the server lets it go and is started again if it dies."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from zkpy.runtime import fsync_helper
 from zkpy.runtime.fsync_helper import SyncHelper
 from zkpy.storage.disk import AppendFile, MemoryDisk
 from zkpy.storage.groupcommit import GroupCommit, SyncDone
@@ -177,25 +178,44 @@ def test_the_helper_syncs_a_file_and_answers_errors(tmp_path: Path) -> None:
     assert code == 0  # closing the socket ends it
 
 
-def test_the_helper_outlives_sigterm_and_a_dead_helper_is_a_failure(tmp_path: Path) -> None:
+def test_the_helper_outlives_sigterm_and_a_killed_one_is_started_again(tmp_path: Path) -> None:
     async def go(loop: asyncio.AbstractEventLoop) -> tuple[object, ...]:
         helper = SyncHelper(loop)
         fd = os.open(tmp_path / "log", os.O_CREAT | os.O_WRONLY)
         try:
             assert await synced(helper, [fd]) is None  # started: its signal handlers are set
-            helper.proc.send_signal(signal.SIGTERM)
+            first = helper.proc
+            first.send_signal(signal.SIGTERM)
             after_term = await synced(helper, [fd])
-            helper.proc.kill()
-            helper.proc.wait(10)
+            first.kill()
+            first.wait(10)
             after_kill = await synced(helper, [fd])
+            return after_term, after_kill, helper.proc is not first, first.returncode
         finally:
             helper.close()
             os.close(fd)
-        return after_term, after_kill
 
-    after_term, after_kill = run_on_loop(go)  # type: ignore[misc]
-    assert after_term is None
-    assert isinstance(after_kill, OSError)
+    after_term, after_kill, replaced, code = run_on_loop(go)  # type: ignore[misc]
+    assert after_term is None and after_kill is None and replaced
+    assert code == -signal.SIGKILL
+
+
+def test_helpers_that_keep_dying_fail_the_sync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fsync_helper, "MAX_DEATHS", 0)
+
+    async def go(loop: asyncio.AbstractEventLoop) -> object:
+        helper = SyncHelper(loop)
+        fd = os.open(tmp_path / "log", os.O_CREAT | os.O_WRONLY)
+        try:
+            helper.proc.kill()
+            helper.proc.wait(10)
+            return await synced(helper, [fd])
+        finally:
+            helper.close()
+            os.close(fd)
+
+    failure = run_on_loop(go)
+    assert isinstance(failure, OSError) and failure.errno == errno.EPIPE
 
 
 @pytest.mark.parametrize("count", [1, 3])
