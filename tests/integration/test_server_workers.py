@@ -337,7 +337,7 @@ def test_kazoo_keeps_its_session_when_a_worker_dies_and_workers_die_with_the_mem
             assert zk.retry(zk.get, f"/k{i}")[0] == b"w"
             assert zk.client_id[0] == sessions[i]
         assert sorted(clients[0].get_children("/")) == sorted(["zookeeper", *(f"k{i}" for i in range(6))])
-        workers = _children(server.proc.pid) + _children(server.proc.pid, b"zkpy.runtime.fsync_helper")
+        workers = _children(server.proc.pid) + _children(server.proc.pid, b"zkpy.runtime.fsync_child")
         assert len(workers) == 3
         server.proc.kill()  # no orphans: the workers and the fsync helper go with the member
         server.proc.wait()

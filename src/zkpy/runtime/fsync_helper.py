@@ -7,11 +7,12 @@ cooled), and the loop spent a third more CPU per write. The helper holds no GIL 
 loop writes the records itself (``pwrite`` into the page cache), sends the helper the files'
 descriptors over a socketpair (SCM_RIGHTS), and reads one byte back when they are on disk.
 
-The helper is its own program (``python -c``, no copy of the server's memory), in its own
-session, and ignores SIGINT and SIGTERM: it exits when the server closes the socket or dies,
-so a clean stop's last sync never finds it gone; one that dies anyway is started again. A
-failed ``fdatasync`` comes back as its errno; the server then stops as it does on any log write
-error.
+The helper is its own small program (``runtime.fsync_child`` under ``python -c``: no copy of
+the server's memory, the standard library only, so it starts in hundredths of a second), in its own
+session, and ignores SIGINT and SIGTERM (a service manager that signals every process of the
+server leaves the helper to the server, which stops it after its own last sync): it exits when
+the server closes the socket or dies. One that dies anyway is started again. A failed
+``fdatasync`` comes back as its errno; the server then stops as it does on any log write error.
 """
 
 from __future__ import annotations
@@ -20,50 +21,18 @@ import asyncio
 import errno
 import logging
 import os
-import signal
 import socket
 import subprocess
 import sys
 from collections.abc import Sequence
 
+from zkpy.runtime.fsync_child import FAILED, MAX_FILES, OK, REQUEST
 from zkpy.storage.groupcommit import SyncDone
 
 log = logging.getLogger("zkpy.persistence")
 
-_OK = b"k"
-_FAILED = b"e"  # followed by the errno, in decimal
-_REQUEST = b"s"
-MAX_FILES = 8  # descriptors in one request: a batch spans at most a roll or two
 MAX_DEATHS = 3  # helpers that may die in a row, each started again, before a sync fails
-_CHILD = "from zkpy.runtime.fsync_helper import serve; serve({fd})"
-
-
-def serve(fd: int) -> None:
-    """The helper's main loop: for each request, fdatasync and close the descriptors it carries,
-    then answer. Returns when the server closes its end."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    sock = socket.socket(fileno=fd)
-    sync = getattr(os, "fdatasync", os.fsync)
-    while True:
-        try:
-            msg, fds, _flags, _addr = socket.recv_fds(sock, 16, MAX_FILES)
-        except OSError:
-            return
-        if not msg:
-            return
-        answer = _OK
-        for f in fds:
-            try:
-                sync(f)
-            except OSError as exc:
-                answer = _FAILED + str(exc.errno or errno.EIO).encode()
-            finally:
-                os.close(f)
-        try:
-            sock.sendall(answer)
-        except OSError:
-            return
+_CHILD = "from zkpy.runtime.fsync_child import serve; serve({fd})"
 
 
 class SyncHelper:
@@ -116,7 +85,7 @@ class SyncHelper:
 
     def _send(self) -> None:
         try:
-            socket.send_fds(self.sock, [_REQUEST], self._fds)
+            socket.send_fds(self.sock, [REQUEST], self._fds)
         except OSError:  # the helper is gone: its end of the socket is closed
             self._lost()
 
@@ -127,10 +96,10 @@ class SyncHelper:
             return
         except OSError:
             data = b""
-        if data == _OK:
+        if data == OK:
             self._deaths = 0
             self._finish(None)
-        elif data.startswith(_FAILED):
+        elif data.startswith(FAILED):
             self._deaths = 0
             code = int(data[1:] or errno.EIO)
             self._finish(OSError(code, f"fdatasync: {os.strerror(code)}"))
