@@ -10,7 +10,7 @@ from zkpy.server.core import ServerCore
 
 
 class Summary(Protocol):
-    """A BASIC summary's figures (``runtime.persistence.AvgMinMax``)."""
+    """A BASIC summary's figures (``storage.groupcommit.AvgMinMax``)."""
 
     count: int
     total: int

@@ -4,7 +4,8 @@ Group commit (``GroupCommit``): the loop encodes each turn's new txns and writes
 log file at once (``pwrite``: the page cache); one sync at a time runs in the background over
 every file written since the last one, and when it is done the loop learns how many txns are
 durable. Only then are they applied and answered, so no reply leaves before the fsync that
-covers it. The loop never waits on the disk. The sync itself runs in the fsync helper process
+covers it. The loop waits on the disk only when the log rolls, for the sync of the file it
+leaves (``storage.groupcommit``). The sync itself runs in the fsync helper process
 (``runtime.fsync_helper``) for the OS's files; where the disk injects faults or is not the OS's
 (tests), or with forceSync=no, each file's own ``sync`` runs on the loop and is reported on the
 next turn.

@@ -81,7 +81,7 @@ class GroupCommit:
                 self._dirty = [d for d in self._dirty if d is not f]
             elif f is not None and not any(f is d for d in self._dirty):
                 self._dirty.append(f)
-        except OSError as exc:  # the disk failed: nothing after the last sync is acknowledged
+        except Exception as exc:  # the disk failed: nothing after the last sync is acknowledged
             self._failed(exc)
             return
         self._waiting += count
