@@ -143,11 +143,17 @@ class SyncHelper:
             done(failure)
 
     def close(self, timeout: float = 10.0) -> None:
-        """Close the socket (the helper exits at once) and wait for it."""
+        """Shut the socket down (the helper exits at once) and wait for it. A shutdown, not only a
+        close: a snapshot child forked meanwhile holds a copy of the descriptor, and a close alone
+        would leave the helper waiting as long as that child runs."""
         if self.sock.fileno() >= 0:
             try:
                 self.loop.remove_reader(self.sock.fileno())
             except (RuntimeError, ValueError):  # the loop is closed already
+                pass
+            try:
+                self.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:  # the helper is gone already
                 pass
             self.sock.close()
         for fd in self._fds:

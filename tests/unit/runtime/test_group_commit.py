@@ -218,6 +218,20 @@ def test_helpers_that_keep_dying_fail_the_sync(tmp_path: Path, monkeypatch: pyte
     assert isinstance(failure, OSError) and failure.errno == errno.EPIPE
 
 
+def test_the_helper_exits_at_close_while_a_forked_copy_of_its_socket_lives(tmp_path: Path) -> None:
+    async def go(loop: asyncio.AbstractEventLoop) -> int | None:
+        helper = SyncHelper(loop)
+        inherited = os.dup(helper.sock.fileno())  # what a snapshot child forked now would hold
+        try:
+            assert await synced(helper, []) is None
+            helper.close(timeout=5)
+            return helper.proc.returncode
+        finally:
+            os.close(inherited)
+
+    assert run_on_loop(go) == 0  # it saw the end at once, it was not killed after the timeout
+
+
 @pytest.mark.parametrize("count", [1, 3])
 def test_the_helper_syncs_several_files_in_one_request(tmp_path: Path, count: int) -> None:
     async def go(loop: asyncio.AbstractEventLoop) -> object:
