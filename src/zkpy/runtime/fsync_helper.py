@@ -144,8 +144,9 @@ class SyncHelper:
 
     def close(self, timeout: float = 10.0) -> None:
         """Shut the socket down (the helper exits at once) and wait for it. A shutdown, not only a
-        close: a snapshot child forked meanwhile holds a copy of the descriptor, and a close alone
-        would leave the helper waiting as long as that child runs."""
+        close: should another process hold a copy of the descriptor (a snapshot child between its
+        fork and its closing of what it inherited), a close alone would leave the helper, and this
+        wait, hanging on that process."""
         if self.sock.fileno() >= 0:
             try:
                 self.loop.remove_reader(self.sock.fileno())

@@ -218,10 +218,10 @@ def test_helpers_that_keep_dying_fail_the_sync(tmp_path: Path, monkeypatch: pyte
     assert isinstance(failure, OSError) and failure.errno == errno.EPIPE
 
 
-def test_the_helper_exits_at_close_while_a_forked_copy_of_its_socket_lives(tmp_path: Path) -> None:
+def test_the_helper_exits_at_close_while_a_copy_of_its_socket_lives(tmp_path: Path) -> None:
     async def go(loop: asyncio.AbstractEventLoop) -> int | None:
         helper = SyncHelper(loop)
-        inherited = os.dup(helper.sock.fileno())  # what a snapshot child forked now would hold
+        inherited = os.dup(helper.sock.fileno())  # a copy another process might hold
         try:
             assert await synced(helper, []) is None
             helper.close(timeout=5)
