@@ -4,8 +4,10 @@ shared by the snapshot and recovery tests."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
+from zkpy.storage.snapshot import node_records_digest
 from zkpy.tree.acl import OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
 from zkpy.tree.datatree import DataTree
 from zkpy.wire.consts import CONTAINER_EPHEMERAL_OWNER, MAX_TTL_MS, OpCode, Perms
@@ -36,6 +38,13 @@ ACL_POOL = [OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, DIGEST_ACL, IP_ACL]
 
 def hdr(zxid: int, op: int, session: int = 0) -> TxnHeader:
     return TxnHeader(session, zxid & 0x7FFFFFFF, zxid, 1_600_000_000_000 + zxid, op)
+
+
+def summed_apart(data: bytes, start: int) -> Callable[[], int | None]:
+    """A ``digest_apart`` for loading snapshots that sums at once, here (the runtime's sums in a
+    forked child)."""
+    value = node_records_digest(data, start)
+    return lambda: value
 
 
 def full_digest(tree: DataTree) -> int:

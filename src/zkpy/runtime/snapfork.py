@@ -2,7 +2,8 @@
 
 Used to serialise and write a snapshot while the parent's event loop keeps serving: the child
 sees the tree frozen at the instant of the fork (a fuzzy snapshot taken in no time at all),
-and the parent's writes after the fork never reach it.
+and the parent's writes after the fork never reach it. Also used at the start, to sum the
+digest of a snapshot being loaded on the second core (``digest_in_child``).
 
 Invariants of the child (it is a copy of a process with threads and an event loop, of which
 only the forking thread survives):
@@ -25,35 +26,83 @@ import ctypes
 import gc
 import os
 import signal
+import struct
 import sys
 from collections.abc import Callable
 
+from zkpy.storage.snapshot import node_records_digest
+
 _PR_SET_PDEATHSIG = 1
 CHILD_NICENESS = 10  # the child yields the CPU to the serving parent (and its clients) where they compete
+DIGEST_IN_CHILD_FROM = 4 << 20  # bytes of node records from which a load's digest is summed in a child
+_DIGEST = struct.Struct(">Q")
 
 
 def fork_available() -> bool:
     return hasattr(os, "fork") and hasattr(os, "waitpid")
 
 
-def fork_child(work: Callable[[], None]) -> int:
-    """Fork; the child runs ``work`` and exits. Returns the child's pid (in the parent only)."""
+def fork_child(work: Callable[[], None], keep_fd: int | None = None, niceness: int = CHILD_NICENESS) -> int:
+    """Fork; the child runs ``work`` and exits. Returns the child's pid (in the parent only).
+    ``keep_fd``: a descriptor the child keeps (its way to answer); ``niceness``: how far it
+    lowers its priority."""
     parent = os.getpid()
     pid = os.fork()
     if pid:
         return pid
     code = 1
     try:
-        _become_detached_child(parent)
+        _become_detached_child(parent, keep_fd, niceness)
         work()
         code = 0
     except BaseException as exc:  # noqa: BLE001 - the child reports and exits, whatever happened
         try:
-            os.write(2, f"zkpy snapshot child {os.getpid()}: {type(exc).__name__}: {exc}\n".encode(errors="replace"))
+            os.write(2, f"zkpy child {os.getpid()}: {type(exc).__name__}: {exc}\n".encode(errors="replace"))
         except OSError:
             pass
     finally:
         os._exit(code)
+
+
+def digest_in_child(data: bytes, start: int) -> Callable[[], int | None]:
+    """``node_records_digest(data, start)`` in a forked child, while this process builds the tree
+    from the same bytes (a snapshot's CRCs are a fifth of its load); what it returns waits for
+    the sum (None if the child failed: the loader then sums it itself). A small snapshot is
+    summed here and now: a fork costs more than its CRCs. The child runs at this process's
+    priority: the start waits for it."""
+    if len(data) - start < DIGEST_IN_CHILD_FROM or not fork_available():
+        value = node_records_digest(data, start)
+        return lambda: value
+    read_end, write_end = os.pipe()
+    try:
+        pid = fork_child(lambda: _write_all(write_end, _DIGEST.pack(node_records_digest(data, start))),
+                         keep_fd=write_end, niceness=0)
+    except OSError:
+        os.close(read_end)
+        return lambda: None
+    finally:
+        os.close(write_end)
+
+    def result() -> int | None:
+        try:
+            answer = b""
+            while len(answer) < _DIGEST.size:
+                chunk = os.read(read_end, _DIGEST.size - len(answer))
+                if not chunk:
+                    break
+                answer += chunk
+        finally:
+            os.close(read_end)
+            wait_child(pid)
+        return _DIGEST.unpack(answer)[0] if len(answer) == _DIGEST.size else None
+
+    return result
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def wait_child(pid: int) -> int:
@@ -71,7 +120,7 @@ def kill_child(pid: int) -> None:
         pass
 
 
-def _become_detached_child(parent: int) -> None:
+def _become_detached_child(parent: int, keep_fd: int | None, niceness: int) -> None:
     gc.disable()
     try:
         signal.set_wakeup_fd(-1)
@@ -82,11 +131,16 @@ def _become_detached_child(parent: int) -> None:
             signal.signal(signum, signal.SIG_DFL)
         except ValueError:
             pass
-    os.closerange(3, _max_fd())
-    try:
-        os.nice(CHILD_NICENESS)
-    except OSError:
-        pass
+    if keep_fd is None:
+        os.closerange(3, _max_fd())
+    else:
+        os.closerange(3, keep_fd)
+        os.closerange(keep_fd + 1, _max_fd())
+    if niceness:
+        try:
+            os.nice(niceness)
+        except OSError:
+            pass
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)

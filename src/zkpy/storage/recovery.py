@@ -33,7 +33,7 @@ from typing import Any
 from zkpy.ids import zxid_epoch
 from zkpy.storage.disk import Disk
 from zkpy.storage.files import DataDirs, logs_after
-from zkpy.storage.snapshot import PROGRESS_EVERY, SnapshotError, is_valid_snapshot, load_snapshot
+from zkpy.storage.snapshot import PROGRESS_EVERY, DigestApart, SnapshotError, is_valid_snapshot, load_snapshot
 from zkpy.storage.txnlog import CorruptLogError, LogScan, count_records, decode_payload, scan_log
 from zkpy.tree.datatree import DataTree, TxnFailed
 from zkpy.wire.txn import TxnHeader
@@ -67,18 +67,21 @@ class Recovered:
         return self.snapshot_zxid is None and self.txns_replayed == 0 and not self.truncated
 
 
-def recover(disk: Disk, dirs: DataDirs, log: Log = lambda _m: None, progress: Progress | None = None) -> Recovered:
+def recover(disk: Disk, dirs: DataDirs, log: Log = lambda _m: None, progress: Progress | None = None,
+            digest_apart: DigestApart | None = None) -> Recovered:
+    """``digest_apart``: how a snapshot's digest may be summed while its tree is built (`load_snapshot`)."""
     try:
-        return _recover(disk, dirs, log, progress)
+        return _recover(disk, dirs, log, progress, digest_apart)
     finally:
         if progress is not None:
             progress("done", 0, 0)
 
 
-def _recover(disk: Disk, dirs: DataDirs, log: Log, progress: Progress | None) -> Recovered:
+def _recover(disk: Disk, dirs: DataDirs, log: Log, progress: Progress | None,
+             digest_apart: DigestApart | None) -> Recovered:
     snaps = dirs.snapshots(disk)
     logs = dirs.logs(disk)
-    result = _load_newest_snapshot(disk, snaps, log, progress)
+    result = _load_newest_snapshot(disk, snaps, log, progress, digest_apart)
     if result is None:
         if snaps or (logs and logs[0][0] > 1):
             raise RecoveryError(
@@ -93,7 +96,7 @@ def _recover(disk: Disk, dirs: DataDirs, log: Log, progress: Progress | None) ->
 
 
 def _load_newest_snapshot(disk: Disk, snaps: list[tuple[int, str]], log: Log,
-                          progress: Progress | None) -> Recovered | None:
+                          progress: Progress | None, digest_apart: DigestApart | None) -> Recovered | None:
     for zxid, path in snaps[:MAX_SNAPSHOTS_TRIED]:
         data = disk.read(path)
         name = path.rsplit("/", 1)[-1]
@@ -102,7 +105,7 @@ def _load_newest_snapshot(disk: Disk, snaps: list[tuple[int, str]], log: Log,
             continue
         try:
             loaded = load_snapshot(name, data, None if progress is None
-                                   else lambda done, total: progress("snapshot", done, total))
+                                   else lambda done, total: progress("snapshot", done, total), digest_apart)
         except SnapshotError as exc:
             log(f"skipping snapshot {path}: {exc}")
             continue

@@ -51,7 +51,7 @@ from datetime import UTC, datetime
 from zkpy.errors import ProtocolError
 from zkpy.ids import to_signed64
 from zkpy.tree.acl import OPEN_ACL_UNSAFE
-from zkpy.tree.datatree import NO_CHILDREN, DataTree, Node
+from zkpy.tree.datatree import NO_CHILDREN, UNHASHED, DataTree, Node
 from zkpy.wire.consts import CONTAINER_EPHEMERAL_OWNER, TTL_MASK
 from zkpy.wire.jute import read_ustring
 from zkpy.wire.proto import ACL, Id
@@ -64,6 +64,9 @@ DIGEST_VERSION = 2  # DigestCalculator.DIGEST_VERSION
 OPEN_ACL_INDEX = -1  # ReferenceCountedACLCache.OPEN_UNSAFE_ACL_ID
 PROGRESS_EVERY = 4096  # nodes between two calls of a load's progress callback
 ParseProgress = Callable[[int, int], None]  # (offset, size) of the stream being parsed
+DigestApart = Callable[[bytes, int], Callable[[], "int | None"]]
+"""``apart(data, start)`` starts ``node_records_digest(data, start)`` somewhere else (another
+process) and returns what waits for its result (None: it failed, and the load sums it itself)."""
 LOCKED_ACL_INDEX = 0  # ZooKeeper counts ACL indexes from 1; zkpy reserves 0 for LOCKED_ACL
 LOCKED_ACL = (ACL(0, Id("world", "anyone")),)  # grants nothing (super still passes)
 GZIP_MAGIC = b"\x1f\x8b"
@@ -316,11 +319,13 @@ def is_valid_snapshot(name: str, data: bytes) -> bool:
     return len(data) >= 10 and data[-5:] == _END
 
 
-def load_snapshot(name: str, data: bytes, progress: ParseProgress | None = None) -> LoadedSnapshot:
+def load_snapshot(name: str, data: bytes, progress: ParseProgress | None = None,
+                  digest_apart: DigestApart | None = None) -> LoadedSnapshot:
     """The tree, sessions and digest trailer a snapshot file holds; SnapshotError if it is
     damaged (bad magic, checksum mismatch, truncated, a node without its parent, ...).
     ``progress(offset, size)`` is called every ``PROGRESS_EVERY`` nodes and once at the end
-    (offsets into the uncompressed stream)."""
+    (offsets into the uncompressed stream). With ``digest_apart`` the nodes' share of the tree
+    digest is summed by it while the tree is built, and each node's own is left ``UNHASHED``."""
     zxid = snapshot_zxid(name)
     if zxid is None:
         raise SnapshotError(f"{name}: not a snapshot file name (snapshot.<zxid hex>)")
@@ -334,7 +339,7 @@ def load_snapshot(name: str, data: bytes, progress: ParseProgress | None = None)
             raise SnapshotError(f"{name}: bad gzip stream: {exc}") from exc
     data = bytes(data)
     try:
-        return _parse(name, zxid, data, progress)
+        return _parse(name, zxid, data, progress, digest_apart)
     except (SnapshotError, struct.error, IndexError, ProtocolError) as exc:
         raise _diagnose(name, data, exc) from exc
 
@@ -356,11 +361,12 @@ def _diagnose(name: str, data: bytes, exc: Exception) -> SnapshotError:
     return SnapshotError(f"{name}: truncated ({size} bytes): {exc}")
 
 
-def _parse(name: str, zxid: int, data: bytes, progress: ParseProgress | None = None) -> LoadedSnapshot:
+def _parse(name: str, zxid: int, data: bytes, progress: ParseProgress | None = None,
+           digest_apart: DigestApart | None = None) -> LoadedSnapshot:
     magic, _version, _dbid = _HEADER.unpack_from(data, 0)
     if magic != SNAP_MAGIC:
         raise _Definite(f"{name}: bad magic 0x{magic & 0xFFFFFFFF:08x}, expected 0x{SNAP_MAGIC:08x} (ZKSN)")
-    tree, unknown, pos = _parse_body(name, data, _HEADER.size, progress)
+    tree, unknown, pos = _parse_body(name, data, _HEADER.size, progress, digest_apart)
     size = len(data)
 
     def fail(pos: int, what: str) -> SnapshotError:
@@ -391,8 +397,8 @@ def _parse(name: str, zxid: int, data: bytes, progress: ParseProgress | None = N
     return LoadedSnapshot(zxid, tree, trailer, unknown)
 
 
-def _parse_body(name: str, data: bytes, pos: int,
-                progress: ParseProgress | None = None) -> tuple[DataTree, list[str], int]:
+def _parse_body(name: str, data: bytes, pos: int, progress: ParseProgress | None = None,
+                digest_apart: DigestApart | None = None) -> tuple[DataTree, list[str], int]:
     """sessions acls node* end, from ``pos``: the tree (sessions set, digest recomputed), the
     paths whose ACL index was unknown, and the position after the end marker."""
     size = len(data)
@@ -451,108 +457,122 @@ def _parse_body(name: str, data: bytes, pos: int,
     parent_path = "\0"  # no path: the first lookup always happens
     parent: Node | None = None
     nodes_start = pos
-    (plen,) = int_unpack(data, pos)
-    pos += 4
-    while True:
-        end = pos + plen
-        if end > size or plen < 0:
-            raise fail(pos - 4, f"truncated: path length {plen} runs past the end" if plen >= 0
-                       else f"bad path length {plen}")
-        pb = data[pos:end]
-        if pb == b"/":
-            pos = end
-            break
-        (dlen,) = int_unpack(data, end)
-        pos = end + 4
-        if dlen > 0:
-            end = pos + dlen
-            if end > size:
-                raise fail(pos - 4, f"truncated: data length {dlen} runs past the end")
-            d: bytes | None = data[pos:end]
-            pos = end
-        elif dlen == 0:
-            d = b""
-        elif dlen == -1:
-            d = None
-        else:
-            raise fail(pos - 4, f"bad data length {dlen}")
-        acl_index, czxid, mzxid, ctime, mtime, version, cversion, aversion, owner, pzxid, plen = (
-            tail_unpack(data, pos))
-        pos += tail_size
-        # equal stat fields share one int, as a created node's do (a 1M-node tree: ~90 MiB less)
-        if mzxid == czxid:
-            mzxid = czxid
-        if pzxid == mzxid:
-            pzxid = mzxid
-        if mtime == ctime:
-            mtime = ctime
-        node = new_node(Node)
-        node.data = d
-        node.czxid = czxid
-        node.mzxid = mzxid
-        node.ctime = ctime
-        node.mtime = mtime
-        node.version = version
-        node.cversion = cversion
-        node.aversion = aversion
-        node.ephemeral_owner = owner
-        node.pzxid = pzxid
-        node.children = NO_CHILDREN
-        node_acl = acl_of.get(acl_index)
-        if pb:
-            try:
-                path = pb.decode("utf-8")
-            except UnicodeDecodeError:
-                raise fail(pos, f"path {pb!r} is not UTF-8") from None
-            slash = path.rfind("/")
-            if slash < 0:
-                raise fail(pos, f"path {path!r} does not start with /")
-            if path[:slash] != parent_path:
-                parent_path = path[:slash]
-                parent = nodes.get(parent_path or "/")
-            if parent is None:
-                raise fail(pos, f"the parent of {path} is missing")
-            children = parent.children  # add_child, inlined: this runs once per node loaded
-            if isinstance(children, dict):
-                children[path[slash + 1:]] = None
+    waiting = digest_apart(data, nodes_start) if digest_apart is not None else None
+    hashing = waiting is None
+    apart: int | None = None
+    try:
+        (plen,) = int_unpack(data, pos)
+        pos += 4
+        while True:
+            end = pos + plen
+            if end > size or plen < 0:
+                raise fail(pos - 4, f"truncated: path length {plen} runs past the end" if plen >= 0
+                           else f"bad path length {plen}")
+            pb = data[pos:end]
+            if pb == b"/":
+                pos = end
+                break
+            (dlen,) = int_unpack(data, end)
+            pos = end + 4
+            if dlen > 0:
+                end = pos + dlen
+                if end > size:
+                    raise fail(pos - 4, f"truncated: data length {dlen} runs past the end")
+                d: bytes | None = data[pos:end]
+                pos = end
+            elif dlen == 0:
+                d = b""
+            elif dlen == -1:
+                d = None
             else:
-                parent.children = {path[slash + 1:]: None}
-            if owner:
-                if owner == container_owner:
-                    containers.add(path)
-                elif owner < 0 and (owner & TTL_MASK) == TTL_MASK:
-                    ttls.add(path)
+                raise fail(pos - 4, f"bad data length {dlen}")
+            acl_index, czxid, mzxid, ctime, mtime, version, cversion, aversion, owner, pzxid, plen = (
+                tail_unpack(data, pos))
+            pos += tail_size
+            # equal stat fields share one int, as a created node's do (a 1M-node tree: ~90 MiB less)
+            if mzxid == czxid:
+                mzxid = czxid
+            if pzxid == mzxid:
+                pzxid = mzxid
+            if mtime == ctime:
+                mtime = ctime
+            node = new_node(Node)
+            node.data = d
+            node.czxid = czxid
+            node.mzxid = mzxid
+            node.ctime = ctime
+            node.mtime = mtime
+            node.version = version
+            node.cversion = cversion
+            node.aversion = aversion
+            node.ephemeral_owner = owner
+            node.pzxid = pzxid
+            node.children = NO_CHILDREN
+            node_acl = acl_of.get(acl_index)
+            if pb:
+                try:
+                    path = pb.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise fail(pos, f"path {pb!r} is not UTF-8") from None
+                slash = path.rfind("/")
+                if slash < 0:
+                    raise fail(pos, f"path {path!r} does not start with /")
+                if path[:slash] != parent_path:
+                    parent_path = path[:slash]
+                    parent = nodes.get(parent_path or "/")
+                if parent is None:
+                    raise fail(pos, f"the parent of {path} is missing")
+                children = parent.children  # add_child, inlined: this runs once per node loaded
+                if isinstance(children, dict):
+                    children[path[slash + 1:]] = None
                 else:
-                    owned = ephemerals.get(owner)
-                    if owned is None:
-                        ephemerals[owner] = {path}
+                    parent.children = {path[slash + 1:]: None}
+                if owner:
+                    if owner == container_owner:
+                        containers.add(path)
+                    elif owner < 0 and (owner & TTL_MASK) == TTL_MASK:
+                        ttls.add(path)
                     else:
-                        owned.add(path)
-            if pb.startswith(_ZK_SUBTREE):
-                node.digest = 0
+                        owned = ephemerals.get(owner)
+                        if owned is None:
+                            ephemerals[owner] = {path}
+                        else:
+                            owned.add(path)
+                if pb.startswith(_ZK_SUBTREE):
+                    node.digest = 0
+                elif not hashing:
+                    node.digest = UNHASHED
+                else:
+                    crc = crc32(pb)
+                    if d:
+                        crc = crc32(d, crc)
+                    node.digest = crc = crc32(digest_pack(czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion,
+                                                          owner), crc)
+                    digest += crc
+                data_size += len(path) + dlen if dlen > 0 else len(path)
             else:
-                crc = crc32(pb)
-                if d:
-                    crc = crc32(d, crc)
-                node.digest = crc = crc32(digest_pack(czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion,
-                                                      owner), crc)
-                digest += crc
-            data_size += len(path) + dlen if dlen > 0 else len(path)
-        else:
-            path = "/"
-            crc = crc32(d) if d else 0
-            node.digest = crc = crc32(digest_pack(czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion,
-                                                  owner), crc)
-            digest += crc
-            data_size += 1 + dlen if dlen > 0 else 1
-        if node_acl is None:
-            node_acl = cache.setdefault(LOCKED_ACL, LOCKED_ACL)
-            unknown.append(path)
-        node.acl = node_acl
-        nodes[path] = node
-        count += 1
-        if progress is not None and not count % PROGRESS_EVERY:
-            progress(pos, size)
+                path = "/"
+                if hashing:
+                    crc = crc32(d) if d else 0
+                    node.digest = crc = crc32(digest_pack(czxid, mzxid, pzxid, ctime, mtime, version, cversion,
+                                                          aversion, owner), crc)
+                    digest += crc
+                else:
+                    node.digest = UNHASHED
+                data_size += 1 + dlen if dlen > 0 else 1
+            if node_acl is None:
+                node_acl = cache.setdefault(LOCKED_ACL, LOCKED_ACL)
+                unknown.append(path)
+            node.acl = node_acl
+            nodes[path] = node
+            count += 1
+            if progress is not None and not count % PROGRESS_EVERY:
+                progress(pos, size)
+    finally:
+        if waiting is not None:  # (also when the load failed: the other process is reaped)
+            apart = waiting()
+    if not hashing:
+        digest = apart if apart is not None else node_records_digest(data, nodes_start)
     if len(nodes) != count:  # a path seen twice replaced its first node: say which (only on this error)
         raise fail(pos, f"{_first_duplicate(data, nodes_start)} appears twice")
     if "/" not in nodes:
@@ -576,6 +596,40 @@ def _first_duplicate(data: bytes, pos: int) -> str:
         seen.add(pb)
         (dlen,) = _INT.unpack_from(data, pos + 4 + plen)
         pos += 8 + plen + max(dlen, 0) + _NODE_TAIL.size
+
+
+def node_records_digest(data: bytes, pos: int) -> int:
+    """The tree digest of the node records from ``pos`` (the first one's path length) to the end
+    marker, as the load sums it: what another process computes for a load given ``digest_apart``
+    (the load checks these bytes; this only reads them, and raises on what it cannot read)."""
+    view = memoryview(data)
+    int_unpack = _INT.unpack_from
+    tail_unpack = _NODE_TAIL.unpack_from
+    tail_size = _NODE_TAIL.size
+    digest_pack = _DIGEST_STAT.pack
+    crc32 = zlib.crc32
+    digest = 0
+    while True:
+        (plen,) = int_unpack(data, pos)
+        if plen < 0:
+            raise ValueError(f"bad path length {plen} at offset {pos}")
+        pos += 4
+        pb = data[pos:pos + plen]
+        pos += plen
+        if pb == b"/":
+            return digest & _MASK64
+        (dlen,) = int_unpack(data, pos)
+        pos += 4
+        crc = crc32(pb)
+        if dlen > 0:
+            crc = crc32(view[pos:pos + dlen], crc)
+            pos += dlen
+        elif dlen < -1:
+            raise ValueError(f"bad data length {dlen} at offset {pos - 4}")
+        _acl, czxid, mzxid, ctime, mtime, version, cversion, aversion, owner, pzxid = tail_unpack(data, pos)
+        pos += tail_size
+        if not pb.startswith(_ZK_SUBTREE):
+            digest += crc32(digest_pack(czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, owner), crc)
 
 
 # ---------------------------------------------------------------- the SNAP stream of the quorum port

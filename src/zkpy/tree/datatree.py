@@ -46,6 +46,10 @@ _STAT = struct.Struct(">qqqqiiiqiiq")  # jute Stat, packed straight from a node 
 _MASK64 = (1 << 64) - 1
 _PLAIN_CREATES = frozenset({OpNum.CREATE, OpNum.CREATE2})
 _DEFER_DIGESTS_AT = 16  # ops in a multi from which its parents' digests are settled once, at its end
+UNHASHED = -1
+"""``Node.digest`` of a node whose share of the tree digest was counted elsewhere (a snapshot's
+nodes, summed by another process while the tree was built): computed from the node when it is
+first taken out of the total, which is before any of its fields changes. A CRC32 is never < 0."""
 
 
 NO_CHILDREN: Mapping[str, None] = MappingProxyType({})
@@ -69,7 +73,7 @@ class Node:
         self.version = self.cversion = self.aversion = 0
         self.ephemeral_owner = ephemeral_owner
         self.children: Mapping[str, None] = NO_CHILDREN
-        self.digest = 0  # this node's share of the tree digest, kept so removing it costs no CRC
+        self.digest = 0  # this node's share of the tree digest, kept so removing it costs no CRC (or UNHASHED)
 
     def stat(self) -> Stat:
         """The client's Stat. ``cversion`` is stored as the count of child creations (it names
@@ -217,7 +221,10 @@ class DataTree:
         self._rehash(path, node)
 
     def _unhash(self, path: str, node: Node) -> None:
-        self.digest = (self.digest - node.digest) & _MASK64
+        share = node.digest
+        if share < 0:  # UNHASHED: the node is as it was loaded
+            share = self.node_digest(path, node)
+        self.digest = (self.digest - share) & _MASK64
 
     def _rehash(self, path: str, node: Node) -> None:
         node.digest = self.node_digest(path, node)
@@ -243,7 +250,10 @@ class DataTree:
         # by identity: a dirty node deleted and created again is another node, in the total
         def unhash(path: str, node: Node) -> None:
             if dirty.get(path) is not node:
-                self.digest = (self.digest - node.digest) & mask
+                share = node.digest
+                if share < 0:  # UNHASHED (see DataTree._unhash)
+                    share = self.node_digest(path, node)
+                self.digest = (self.digest - share) & mask
 
         def rehash(path: str, node: Node) -> None:
             if dirty.get(path) is not node:  # (a dirty one is out of the total: settled later)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from helpers.txn_workload import DIGEST_ACL, IP_ACL, Workload, dump, full_digest, hdr
+from helpers.txn_workload import DIGEST_ACL, IP_ACL, Workload, dump, full_digest, hdr, summed_apart
 from zkpy.ids import to_signed64
 from zkpy.storage.snapshot import (
     LOCKED_ACL,
@@ -33,7 +33,7 @@ from zkpy.storage.snapshot import (
     write_snapshot,
 )
 from zkpy.tree.acl import OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
-from zkpy.tree.datatree import NO_CHILDREN, DataTree
+from zkpy.tree.datatree import NO_CHILDREN, UNHASHED, DataTree
 from zkpy.wire.consts import MAX_TTL_MS, TTL_MASK, OpCode, Perms
 from zkpy.wire.proto import ACL, Id
 from zkpy.wire.txn import (
@@ -90,8 +90,8 @@ def every_kind_tree() -> DataTree:
     return tree
 
 
-def load(data: bytes, zxid: int) -> LoadedSnapshot:
-    return load_snapshot(snapshot_name(zxid), data)
+def load(data: bytes, zxid: int, apart: bool = False) -> LoadedSnapshot:
+    return load_snapshot(snapshot_name(zxid), data, digest_apart=summed_apart if apart else None)
 
 
 # ---------------------------------------------------------------- names
@@ -178,8 +178,9 @@ def test_a_loaded_tree_keeps_working() -> None:
 # ---------------------------------------------------------------- fuzzy snapshots
 
 
+@pytest.mark.parametrize("apart", [False, True], ids=["digest-here", "digest-apart"])
 @pytest.mark.parametrize("seed", range(12))
-def test_fuzzy_snapshot_plus_the_log_after_its_zxid_replays_to_the_live_tree(seed: int) -> None:
+def test_fuzzy_snapshot_plus_the_log_after_its_zxid_replays_to_the_live_tree(seed: int, apart: bool) -> None:
     rng = random.Random(seed)
     work = Workload(rng, DataTree())
     work.run(rng.randint(50, 400))
@@ -194,7 +195,7 @@ def test_fuzzy_snapshot_plus_the_log_after_its_zxid_replays_to_the_live_tree(see
     final_zxid, final_digest = work.tree.last_processed_zxid, work.tree.digest
     work.run(rng.randint(0, 30))  # the log goes on after the snapshot is sealed
 
-    loaded = load(b"".join(chunks), z)
+    loaded = load(b"".join(chunks), z, apart)
     assert loaded.digest == (final_zxid, final_digest) or final_zxid == z == 0, f"seed {seed}"
     tree = loaded.tree
     assert tree.digest == full_digest(tree), f"seed {seed}"
@@ -207,6 +208,44 @@ def test_fuzzy_snapshot_plus_the_log_after_its_zxid_replays_to_the_live_tree(see
     assert dump(tree) == dump(work.tree), f"seed {seed}"
     assert tree.digest == work.tree.digest == full_digest(work.tree), f"seed {seed}"
     assert tree.last_processed_zxid == work.tree.last_processed_zxid, f"seed {seed}"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_digest_summed_apart_is_the_one_the_load_sums(seed: int) -> None:
+    """The sum of the node records is the load's own digest, and a node left UNHASHED comes
+    out of the total with the share it went in with: changing every node of a tree loaded
+    with its digest apart keeps the same digest as changing the tree loaded without."""
+    rng = random.Random(seed)
+    print(f"seed {seed}")
+    work = Workload(rng, every_kind_tree() if seed == 0 else DataTree())
+    work.run(rng.randint(20, 300))
+    data = write_snapshot(work.tree)
+    here, apart = load(data, work.zxid).tree, load(data, work.zxid, apart=True).tree
+    assert apart.digest == here.digest == full_digest(work.tree)
+    assert all(n.digest == UNHASHED or p.startswith("/zookeeper/") for p, n in apart.nodes.items())
+    for tree in (here, apart):
+        Workload(random.Random(seed), tree).run(400)
+    assert dump(apart) == dump(here)
+    assert apart.digest == here.digest == full_digest(here)
+
+
+def test_a_digest_apart_that_fails_is_summed_by_the_load() -> None:
+    tree = every_kind_tree()
+    loaded = load_snapshot(snapshot_name(1), write_snapshot(tree), digest_apart=lambda _d, _s: lambda: None)
+    assert loaded.tree.digest == tree.digest == full_digest(tree)
+
+
+def test_a_load_that_fails_still_waits_for_its_digest_apart() -> None:
+    data = bytearray(write_snapshot(every_kind_tree()))
+    data[-40] ^= 0xFF  # (a node's stat: the seal's checksum then disagrees)
+    waited: list[int] = []
+
+    def apart(_data: bytes, start: int) -> Any:
+        return lambda: waited.append(start)
+
+    with pytest.raises(SnapshotError):
+        load_snapshot(snapshot_name(1), bytes(data), digest_apart=apart)
+    assert len(waited) == 1
 
 
 def test_fuzzy_rules_for_deleted_recreated_and_re_acled_nodes() -> None:
