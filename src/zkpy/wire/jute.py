@@ -203,8 +203,11 @@ def _jute_type(hint: Any) -> Any:
 
 @dataclass_transform(frozen_default=True)
 def jute_record(cls: type[T]) -> type[T]:
-    """Make ``cls`` a frozen slotted dataclass with a compiled jute reader and writer."""
-    cls = dataclasses.dataclass(frozen=True, slots=True)(cls)
+    """Make ``cls`` a slotted dataclass with a compiled jute reader and writer. Frozen for the
+    type checker (``dataclass_transform``), which is where its immutability is kept: a frozen
+    dataclass's ``__init__`` pays a call per field at run time, and records are built on every
+    request. Hashed by value, like a frozen one."""
+    cls = dataclasses.dataclass(slots=True, unsafe_hash=True)(cls)
     hints = get_type_hints(cls, include_extras=True)
     fields = tuple((f.name, _jute_type(hints[f.name])) for f in dataclasses.fields(cls))  # type: ignore[arg-type]
     ns: dict[str, Any] = {"_cls": cls, "_rb": read_buffer, "_rs": read_ustring, "_wb": write_buffer, "_ws": write_ustring}
@@ -245,16 +248,7 @@ def jute_record(cls: type[T]) -> type[T]:
     rlines.append(f"    return _cls({', '.join(names)}), pos")
     if not names:
         wlines.append("    pass")
-    # a frozen dataclass's __init__ calls object.__setattr__ per field; the slots' own setters are
-    # about twice as fast, and records are built on every request
-    ilines = [f"def __init__(self{''.join(', ' + n for n in names)}):", "    pass"]
-    for name in names:
-        ns[f"_set_{name}"] = getattr(cls, name).__set__
-        ilines.append(f"    _set_{name}(self, {name})")
-    exec("\n".join(rlines) + "\n" + "\n".join(wlines) + "\n" + "\n".join(ilines), ns)  # noqa: S102 - compiled codec
-    init = ns["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
-    cls.__init__ = init  # type: ignore[method-assign]
+    exec("\n".join(rlines) + "\n" + "\n".join(wlines), ns)  # noqa: S102 - compiled codec
     cls.read = staticmethod(ns["read"])  # type: ignore[attr-defined]
     cls.write = ns["write"]  # type: ignore[attr-defined]
     cls.JUTE_FIELDS = fields  # type: ignore[attr-defined]
