@@ -52,7 +52,7 @@ class Connection:
                  "out", "old_client", "close_reason", "received", "sent", "outstanding", "established_ms",
                  "last_cxid", "last_zxid", "last_op", "last_response_ms", "last_latency", "min_latency",
                  "max_latency", "total_latency", "latency_count", "paused", "out_bytes", "unsent", "owed",
-                 "closing")
+                 "closing", "touched_ms")
 
     def __init__(self, conn_id: int, ip: str, port: int, max_buffer: int) -> None:
         self.conn_id = conn_id
@@ -85,6 +85,7 @@ class Connection:
         self.unsent = 0  # bytes the shell wrote that the socket has not taken yet (the shell keeps it)
         self.owed = 0  # bytes expected of the replies to reads queued behind this session's writes
         self.closing = False  # state is CLOSING (a plain flag: it is read several times per request)
+        self.touched_ms = -1  # when a request on it last kept its session alive (once per ms is enough)
 
     def queue(self, data: bytes) -> None:
         """Append one framed packet to the output."""

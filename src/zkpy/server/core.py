@@ -429,7 +429,9 @@ class ServerCore:
         xid, op = _REQUEST_HEADER.unpack_from(frame, 0)
         body = frame[8:]
         sid = conn.session_id
-        self._seen(conn)
+        if conn.touched_ms != self.now_ms:  # a second touch in the same ms moves nothing
+            conn.touched_ms = self.now_ms
+            self._seen(conn)
         if op == OpNum.AUTH:
             self._auth(conn, xid, body)
             return
@@ -450,18 +452,16 @@ class ServerCore:
                 return
             self._write(conn, xid, op, body)
             return
-        read = QueuedRead(conn, xid, op, body, self.now_ms)
         if op == OpNum.SYNC:
-            self._sync(read)
-            return
-        if self.read_barrier > self.tree.last_processed_zxid:
-            read.after_zxid = self.read_barrier
+            self._sync(QueuedRead(conn, xid, op, body, self.now_ms))
+        elif self.read_barrier > self.tree.last_processed_zxid:
+            read = QueuedRead(conn, xid, op, body, self.now_ms, after_zxid=self.read_barrier)
             self.barrier_waits.append((self.read_barrier, sid))  # the barrier only rises: in zxid order
             self._queue(read)
         elif sid in self.queues:
-            self._queue(read)
-        else:
-            self._run_read(read)
+            self._queue(QueuedRead(conn, xid, op, body, self.now_ms))
+        else:  # (no record for a read answered at once)
+            self._answer_read(conn, xid, op, body, self.now_ms)
 
     def _seen(self, conn: Connection) -> None:
         """A request came on ``conn``: its session lives on."""
@@ -512,17 +512,16 @@ class ServerCore:
         self.sessions.add(sid, timeout, self.now_ms)
         self._propose(OpNum.CREATE_SESSION, timeout, None, 0, sid, None)
 
-    def _close_local(self, r: QueuedRead) -> None:
+    def _close_local(self, conn: Connection, xid: int, received_ms: int) -> None:
         """A local session's closeSession, in its turn: its member forgets it; no txn."""
-        conn = r.conn
         sid = conn.session_id
         if self.local is not None:
             self.local.remove(sid)
         if self.session_conn.get(sid) is conn:
             del self.session_conn[sid]
         zxid = self.tree.last_processed_zxid
-        self._account(conn, r.xid, r.op, zxid, r.received_ms)
-        self._send(conn, _REPLY_HEADER.pack(r.xid, zxid, 0))
+        self._account(conn, xid, OpNum.CLOSE_SESSION, zxid, received_ms)
+        self._send(conn, _REPLY_HEADER.pack(xid, zxid, 0))
         conn.close("closeSession")
         self._dirty[conn] = None
 
@@ -775,7 +774,7 @@ class ServerCore:
                     return
                 queue.popleft()
                 head.conn.outstanding -= 1
-                self._run_read(QueuedRead(head.conn, head.xid, head.op, head.body, head.received_ms))
+                self._answer_read(head.conn, head.xid, head.op, head.body, head.received_ms)
                 continue
             if not isinstance(head, QueuedRead):
                 break
@@ -887,31 +886,32 @@ class ServerCore:
     # ---- reads ----
 
     def _run_read(self, r: QueuedRead) -> None:
-        conn = r.conn
+        self._answer_read(r.conn, r.xid, r.op, r.body, r.received_ms)
+
+    def _answer_read(self, conn: Connection, xid: int, op: int, body: bytes, received_ms: int) -> None:
         if conn.closing:
             return
-        op = r.op
         zxid = self.tree.last_processed_zxid
         if op == OpNum.PING:
-            self._account(conn, r.xid, op, zxid, r.received_ms)
+            self._account(conn, xid, op, zxid, received_ms)
             self._send(conn, _REPLY_HEADER.pack(Xid.PING, zxid, 0))
             return
         if op == OpNum.CLOSE_SESSION:
-            self._close_local(r)
+            self._close_local(conn, xid, received_ms)
             return
         try:
-            body = run_read(self.tree, conn, op, r.body, lambda payload: self._send(conn, payload),
-                            () if self.config.sasl_auth else ("sasl",))
+            reply = run_read(self.tree, conn, op, body, lambda payload: self._send(conn, payload),
+                             () if self.config.sasl_auth else ("sasl",))
             err = 0
         except ZookeeperError as exc:
-            body, err = b"", int(exc.code)
+            reply, err = b"", int(exc.code)
             if err == Code.BADARGUMENTS:
                 self.log_peer("refused", conn.ip, f"{OP_NAMES.get(op, op)} from {conn.ip}:{conn.port} refused with BADARGUMENTS")
         except (ProtocolError, ValueError, IndexError, struct.error) as exc:
             self.log_peer("undecodable", conn.ip, f"failed to process {OP_NAMES.get(op, op)} from {conn.ip}:{conn.port}: {exc}")
-            body, err = b"", int(Code.MARSHALLINGERROR)
-        self._account(conn, r.xid, op, zxid, r.received_ms)
-        self._send(conn, _REPLY_HEADER.pack(r.xid, zxid, err) + body)
+            reply, err = b"", int(Code.MARSHALLINGERROR)
+        self._account(conn, xid, op, zxid, received_ms)
+        self._send(conn, _REPLY_HEADER.pack(xid, zxid, err) + reply)
 
     # ---- time passes ----
 
