@@ -1,6 +1,6 @@
 """CPU per write in process: ``ServerCore`` driven as the standalone shell drives it, no sockets.
 
-``PYTHONPATH=<src> python -m bench.writecpu [set|create|multi] [--runs N]``
+``PYTHONPATH=<src> python -m bench.writecpu [set|create|multi|get] [--runs N]``
 
 32 connections each send 8 requests per turn (setData of 1 KiB on 1,000 znodes, or 4 creates of
 1 KiB and their 4 deletes); the turn's txns are encoded for the log as the shell does
@@ -8,7 +8,8 @@
 figure is ``time.process_time`` over 300 turns (74,400 writes) after 20 unmeasured ones. ``multi``
 is the bulk load's shape instead (``bench.bulkload``): one connection sends a multi of 1,000
 creates of 50 bytes per turn, the children of one of the 1,000 znodes, and the figure is per create, over
-120 turns after 5 unmeasured ones. With
+120 turns after 5 unmeasured ones. ``get`` measures reads the same way: 8 getData of the 1 KiB
+znodes per connection and turn, the figure per read. With
 ``--runs`` it is repeated and the minimum and median printed (on a shared machine the minimum is
 the figure to compare: other jobs only add to it). The collector runs with a server process's
 thresholds (``zkpy.runtime.gcpolicy``). Point PYTHONPATH at another checkout's src to
@@ -35,6 +36,7 @@ from zkpy.wire.proto import (
     ConnectRequest,
     CreateRequest,
     DeleteRequest,
+    GetDataRequest,
     Id,
     RequestHeader,
     SetDataRequest,
@@ -78,6 +80,8 @@ class Driver:
         rng = random.Random(1)
         self.set_frames = [_frame(100 + k, OpCode.SET_DATA, SetDataRequest(f"/bench/n{rng.randrange(1000):06d}", VALUE, -1))
                            for k in range(64)]
+        self.get_frames = [_frame(100 + k, OpCode.GET_DATA, GetDataRequest(f"/bench/n{rng.randrange(1000):06d}", False))
+                           for k in range(64)]
 
     @staticmethod
     def multi_frame(turn: int) -> bytes:
@@ -104,8 +108,9 @@ class Driver:
             core.receive(self.conns[0], xid0)
         else:
             for ci, c in enumerate(self.conns):
-                if mode == "set":
-                    data = b"".join(self.set_frames[(ci * 8 + j) % 64] for j in range(8))
+                if mode == "set" or mode == "get":
+                    frames = self.set_frames if mode == "set" else self.get_frames
+                    data = b"".join(frames[(ci * 8 + j) % 64] for j in range(8))
                 else:
                     parts = []
                     for j in range(4):
@@ -121,7 +126,7 @@ class Driver:
         for o in core.ready():
             if isinstance(o, Output):
                 b"".join(o.conn.take_output())
-        return len(txns)
+        return len(txns) if mode != "get" else len(self.conns) * 8
 
 
 def measure(mode: str) -> float:
@@ -154,11 +159,11 @@ def _tune_collector() -> None:
 def main() -> None:
     _tune_collector()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mode", nargs="?", choices=("set", "create", "multi"), default="set")
+    parser.add_argument("mode", nargs="?", choices=("set", "create", "multi", "get"), default="set")
     parser.add_argument("--runs", type=int, default=1)
     args = parser.parse_args()
     figures = sorted(measure(args.mode) for _ in range(args.runs))
-    print(f"{args.mode}: µs CPU per write: min {figures[0]:.2f}, median {statistics.median(figures):.2f} "
+    print(f"{args.mode}: µs CPU per {'read' if args.mode == 'get' else 'write'}: min {figures[0]:.2f}, median {statistics.median(figures):.2f} "
           f"({', '.join(f'{f:.2f}' for f in figures)})")
 
 
