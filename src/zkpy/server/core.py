@@ -112,6 +112,7 @@ _REQUEST_HEADER = struct.Struct(">ii")
 _SMALL_REPLY = 128  # a reply's expected bytes, beyond the data or child names it carries
 _CHILD_NAME_ESTIMATE = 32  # expected bytes per child name in a getChildren reply
 _REPLY_HEADER = struct.Struct(">iqi")
+_FRAMED_REPLY_HEADER = struct.Struct(">iiqi")  # the frame's length, then the reply header: a read's reply is copied once
 _MULTI_HEADER = struct.Struct(">i?i")  # MultiHeader: type, done, err
 _MULTI_ERROR = struct.Struct(">i?ii")  # an ErrorResult: its MultiHeader and ErrorResponse
 _MULTI_END = _MULTI_HEADER.pack(-1, True, -1)
@@ -331,9 +332,12 @@ class ServerCore:
         self._dirty[conn] = None
 
     def _send(self, conn: Connection, payload: bytes) -> None:
+        self._send_framed(conn, INT.pack(len(payload)) + payload)
+
+    def _send_framed(self, conn: Connection, framed: bytes) -> None:
+        """Queue one reply, its length in front (Connection.queue, inlined: once per reply)."""
         if conn.closing and conn.close_reason != "closeSession":
             return
-        framed = INT.pack(len(payload)) + payload  # Connection.queue, inlined: once per reply
         conn.out.append(framed)
         conn.out_bytes += len(framed)
         conn.sent += 1
@@ -911,7 +915,7 @@ class ServerCore:
             self.log_peer("undecodable", conn.ip, f"failed to process {OP_NAMES.get(op, op)} from {conn.ip}:{conn.port}: {exc}")
             reply, err = b"", int(Code.MARSHALLINGERROR)
         self._account(conn, xid, op, zxid, received_ms)
-        self._send(conn, _REPLY_HEADER.pack(xid, zxid, err) + reply)
+        self._send_framed(conn, _FRAMED_REPLY_HEADER.pack(_REPLY_HEADER.size + len(reply), xid, zxid, err) + reply)
 
     # ---- time passes ----
 

@@ -79,7 +79,7 @@ def run_read(tree: DataTree, conn: Connection, op: int, body: bytes, notify: Not
         data = node.data
         if data is None:
             return b"\xff\xff\xff\xff" + node.stat_bytes()
-        return INT.pack(len(data)) + data + node.stat_bytes()
+        return b"".join((INT.pack(len(data)), data, node.stat_bytes()))  # (one copy of the data, not two)
     if op == OpCode.EXISTS:
         req2 = ExistsRequest.read(body, 0)[0]
         path = req2.path
