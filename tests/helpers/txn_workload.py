@@ -7,7 +7,6 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from zkpy.storage.snapshot import node_records_digest
 from zkpy.tree.acl import OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
 from zkpy.tree.datatree import DataTree
 from zkpy.wire.consts import CONTAINER_EPHEMERAL_OWNER, MAX_TTL_MS, OpCode, Perms
@@ -40,11 +39,21 @@ def hdr(zxid: int, op: int, session: int = 0) -> TxnHeader:
     return TxnHeader(session, zxid & 0x7FFFFFFF, zxid, 1_600_000_000_000 + zxid, op)
 
 
-def summed_apart(data: bytes, start: int) -> Callable[[], int | None]:
-    """A ``digest_apart`` for loading snapshots that sums at once, here (the runtime's sums in a
-    forked child)."""
-    value = node_records_digest(data, start)
+def summed_apart(work: Callable[[], int]) -> Callable[[], int | None]:
+    """A ``digest_apart`` for loading trees that sums at once, here, on the tree as it is when
+    asked (the runtime's sums in a forked child, on the tree as it was at the fork)."""
+    value = work()
     return lambda: value
+
+
+def apart_at_every_size(monkeypatch: Any) -> None:
+    """Sum digests apart however small the snapshot or the logs (the runtime's threshold is for
+    trees of a million nodes)."""
+    import zkpy.storage.recovery as recovery
+    import zkpy.storage.snapshot as snapshot
+
+    monkeypatch.setattr(snapshot, "SUM_APART_FROM", 0)
+    monkeypatch.setattr(recovery, "SUM_APART_FROM", 0)
 
 
 def full_digest(tree: DataTree) -> int:

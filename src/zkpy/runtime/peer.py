@@ -48,7 +48,7 @@ from zkpy.runtime.osdisk import OsDisk
 from zkpy.runtime.persistence import Persistence
 from zkpy.runtime.read_only import ReadOnlyService
 from zkpy.runtime.server import DiskFailure
-from zkpy.runtime.snapfork import digest_in_child
+from zkpy.runtime.snapfork import sum_in_child
 from zkpy.runtime.term import TermEnded
 from zkpy.server.connection import Connection
 from zkpy.server.core import ServerCore
@@ -179,7 +179,7 @@ class QuorumPeer(ServesClients):
         for directory in (self.dirs.snap_dir, self.dirs.log_dir):
             self.disk.makedirs(directory)
         with loading_tree():
-            recovered = recover(self.disk, self.dirs, log.info, self.recovery_progress, digest_in_child)
+            recovered = recover(self.disk, self.dirs, log.info, self.recovery_progress, sum_in_child)
             self.recovery_progress = None
             if drop_unadopted_epoch(self.disk, self.dirs, recovered.tree.last_processed_zxid, log.warning):
                 recovered = recover(self.disk, self.dirs, log.info)

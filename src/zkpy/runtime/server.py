@@ -28,7 +28,7 @@ from zkpy.runtime.clientport import ClientPort, ServesClients, now_ms, wall_ms
 from zkpy.runtime.gcpolicy import loading_tree
 from zkpy.runtime.osdisk import OsDisk, describe_error
 from zkpy.runtime.persistence import Persistence
-from zkpy.runtime.snapfork import digest_in_child
+from zkpy.runtime.snapfork import sum_in_child
 from zkpy.runtime.workers import WorkerPool
 from zkpy.server.core import ServerCore
 from zkpy.server.leader import LeaderServerCore
@@ -54,7 +54,7 @@ class ZkServer(ServesClients):
         self.dirs = DataDirs.of(config.data_dir, config.data_log_dir)
         t0 = time.monotonic()
         with loading_tree():
-            self.recovered: Recovered = recover(self.disk, self.dirs, log.info, recovery_progress, digest_in_child)
+            self.recovered: Recovered = recover(self.disk, self.dirs, log.info, recovery_progress, sum_in_child)
         recovery_s = time.monotonic() - t0
         tree = self.recovered.tree
         log.info("recovered zxid 0x%x, %d znodes, %d sessions, digest 0x%x in %.2fs", tree.last_processed_zxid,

@@ -3,7 +3,7 @@
 Used to serialise and write a snapshot while the parent's event loop keeps serving: the child
 sees the tree frozen at the instant of the fork (a fuzzy snapshot taken in no time at all),
 and the parent's writes after the fork never reach it. Also used at the start, to sum the
-digest of a snapshot being loaded on the second core (``digest_in_child``).
+digest of a tree being loaded on the second core (``sum_in_child``).
 
 Invariants of the child (it is a copy of a process with threads and an event loop, of which
 only the forking thread survives):
@@ -30,11 +30,8 @@ import struct
 import sys
 from collections.abc import Callable
 
-from zkpy.storage.snapshot import node_records_digest
-
 _PR_SET_PDEATHSIG = 1
 CHILD_NICENESS = 10  # the child yields the CPU to the serving parent (and its clients) where they compete
-DIGEST_IN_CHILD_FROM = 4 << 20  # bytes of node records from which a load's digest is summed in a child
 _DIGEST = struct.Struct(">Q")
 
 
@@ -64,19 +61,17 @@ def fork_child(work: Callable[[], None], keep_fd: int | None = None, niceness: i
         os._exit(code)
 
 
-def digest_in_child(data: bytes, start: int) -> Callable[[], int | None]:
-    """``node_records_digest(data, start)`` in a forked child, while this process builds the tree
-    from the same bytes (a snapshot's CRCs are a fifth of its load); what it returns waits for
-    the sum (None if the child failed: the loader then sums it itself). A small snapshot is
-    summed here and now: a fork costs more than its CRCs. The child runs at this process's
-    priority: the start waits for it."""
-    if len(data) - start < DIGEST_IN_CHILD_FROM or not fork_available():
-        value = node_records_digest(data, start)
+def sum_in_child(work: Callable[[], int]) -> Callable[[], int | None]:
+    """``work()`` (a digest sum of 64 bits) in a forked child, on this process's image at the
+    fork, while this process goes on loading the tree; what it returns waits for the sum (None
+    if the child failed: the loader then sums it itself). The child runs at this process's
+    priority: the start waits for it. Where fork is missing the work is done here and now."""
+    if not fork_available():
+        value = work()
         return lambda: value
     read_end, write_end = os.pipe()
     try:
-        pid = fork_child(lambda: _write_all(write_end, _DIGEST.pack(node_records_digest(data, start))),
-                         keep_fd=write_end, niceness=0)
+        pid = fork_child(lambda: _write_all(write_end, _DIGEST.pack(work())), keep_fd=write_end, niceness=0)
     except OSError:
         os.close(read_end)
         return lambda: None

@@ -28,12 +28,20 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from zkpy.ids import zxid_epoch
 from zkpy.storage.disk import Disk
 from zkpy.storage.files import DataDirs, logs_after
-from zkpy.storage.snapshot import PROGRESS_EVERY, DigestApart, SnapshotError, is_valid_snapshot, load_snapshot
+from zkpy.storage.snapshot import (
+    PROGRESS_EVERY,
+    SUM_APART_FROM,
+    DigestApart,
+    SnapshotError,
+    is_valid_snapshot,
+    load_snapshot,
+)
 from zkpy.storage.txnlog import CorruptLogError, LogScan, count_records, decode_payload, scan_log
 from zkpy.tree.datatree import DataTree, TxnFailed
 from zkpy.wire.txn import TxnHeader
@@ -91,7 +99,7 @@ def _recover(disk: Disk, dirs: DataDirs, log: Log, progress: Progress | None,
         needed = logs
     else:
         needed = logs_after(logs, result.snapshot_zxid or 0)
-    _replay(disk, result, needed, log, progress)
+    _replay(disk, result, needed, log, progress, digest_apart)
     return result
 
 
@@ -115,12 +123,31 @@ def _load_newest_snapshot(disk: Disk, snaps: list[tuple[int, str]], log: Log,
     return None
 
 
+def _created_shares(logs: list[tuple[int, str]], datas: list[bytes], after_zxid: int) -> int:
+    """The digest shares of the nodes the plain creates after ``after_zxid`` in these logs make, as
+    the replay reads them (``scan_log``'s ``FastCreate``s): what another process sums for it."""
+    total = 0
+    share = DataTree.created_share
+
+    def add(_offset: int, head: tuple[int, int, int, int, int], txn: Any, _payload: memoryview) -> None:
+        nonlocal total
+        if type(txn) is tuple:
+            total += share(txn[0], txn[1], head[2], head[3], head[0] if txn[3] else 0)
+
+    for (_, path), data in zip(logs, datas, strict=True):
+        scan_log(path, data, after_zxid=after_zxid, sink=add)
+    return total & ((1 << 64) - 1)
+
+
 def _replay(disk: Disk, result: Recovered, logs: list[tuple[int, str]], log: Log,
-            progress: Progress | None) -> None:
+            progress: Progress | None, digest_apart: DigestApart | None = None) -> None:
     """Scan the logs in order, applying each txn as it is read (no list of decoded entries: a
     log of a million txns would hold a million records at once). A damaged log is classified
     as it is met, but a fault only counts once a later log turns out to hold txns; files are
-    truncated or removed only after every log was read and applied."""
+    truncated or removed only after every log was read and applied. With ``digest_apart`` (and
+    logs worth it) the shares of the nodes plain creates make after the snapshot's digest point
+    are summed by it (``_created_shares``) while the tree is built; a failed create takes its
+    share out again, and a lost sum has the whole tree hashed afresh."""
     tree = result.tree
     start = tree.last_processed_zxid
     digest = result.snapshot_digest
@@ -138,6 +165,12 @@ def _replay(disk: Disk, result: Recovered, logs: list[tuple[int, str]], log: Log
     create_node = tree.create_node
     apply = tree.apply
     path = ""
+    created_share = tree.created_share
+    add_counted = tree.add_counted
+    apart_after = max(start, digest[0]) if digest is not None else start  # creates hashed here up to the compare
+    apart: Callable[[], int | None] | None = None
+    if digest_apart is not None and sum(len(data) for data in datas) >= SUM_APART_FROM:
+        apart = digest_apart(partial(_created_shares, logs, datas, apart_after))
 
     def sink(offset: int, head: tuple[int, int, int, int, int], txn: Any, payload: memoryview) -> None:
         nonlocal last, replayed, digest, pending
@@ -151,10 +184,13 @@ def _replay(disk: Disk, result: Recovered, logs: list[tuple[int, str]], log: Log
             raise RecoveryError(f"{path}: txns 0x{last + 1:x}..0x{zxid - 1:x} are missing before "
                                 f"offset {offset}: refusing to start with a partial history")
         if type(txn) is tuple:  # a plain create (txnlog.FastCreate): DataTree.apply's create, no result
+            counted_apart = apart is not None and zxid > apart_after
             try:
-                create_node(txn[0], txn[1], txn[2], head[0] if txn[3] else 0, txn[4], zxid, head[3], False)
+                create_node(txn[0], txn[1], txn[2], head[0] if txn[3] else 0, txn[4], zxid, head[3], False,
+                            counted_apart)
             except TxnFailed:
-                pass
+                if counted_apart:  # summed apart all the same
+                    add_counted(-created_share(txn[0], txn[1], zxid, head[3], head[0] if txn[3] else 0))
         else:
             apply(TxnHeader(*head), txn)
         tail.append(payload)
@@ -182,6 +218,12 @@ def _replay(disk: Disk, result: Recovered, logs: list[tuple[int, str]], log: Log
                 cuts.append(scan)
     finally:
         tree.settle_digests()
+        if apart is not None:  # (also after a failure: the other process is reaped)
+            share = apart()
+            if share is None:
+                tree.recount_digest()
+            else:
+                add_counted(share)
     del datas
     tree.events.clear()
     if last > tree.last_processed_zxid:

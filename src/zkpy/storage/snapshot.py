@@ -64,9 +64,11 @@ DIGEST_VERSION = 2  # DigestCalculator.DIGEST_VERSION
 OPEN_ACL_INDEX = -1  # ReferenceCountedACLCache.OPEN_UNSAFE_ACL_ID
 PROGRESS_EVERY = 4096  # nodes between two calls of a load's progress callback
 ParseProgress = Callable[[int, int], None]  # (offset, size) of the stream being parsed
-DigestApart = Callable[[bytes, int], Callable[[], "int | None"]]
-"""``apart(data, start)`` starts ``node_records_digest(data, start)`` somewhere else (another
-process) and returns what waits for its result (None: it failed, and the load sums it itself)."""
+DigestApart = Callable[[Callable[[], int]], Callable[[], "int | None"]]
+"""``apart(work)`` starts a digest sum, ``work()``, somewhere else (another process, on this one's
+state as it is now) and returns what waits for its result (None: it failed, and the loader sums
+it itself)."""
+SUM_APART_FROM = 4 << 20  # bytes of node records from which a load's digest is summed apart (a fork costs more below)
 LOCKED_ACL_INDEX = 0  # ZooKeeper counts ACL indexes from 1; zkpy reserves 0 for LOCKED_ACL
 LOCKED_ACL = (ACL(0, Id("world", "anyone")),)  # grants nothing (super still passes)
 GZIP_MAGIC = b"\x1f\x8b"
@@ -324,8 +326,9 @@ def load_snapshot(name: str, data: bytes, progress: ParseProgress | None = None,
     """The tree, sessions and digest trailer a snapshot file holds; SnapshotError if it is
     damaged (bad magic, checksum mismatch, truncated, a node without its parent, ...).
     ``progress(offset, size)`` is called every ``PROGRESS_EVERY`` nodes and once at the end
-    (offsets into the uncompressed stream). With ``digest_apart`` the nodes' share of the tree
-    digest is summed by it while the tree is built, and each node's own is left ``UNHASHED``."""
+    (offsets into the uncompressed stream). With ``digest_apart`` (and a snapshot worth it) the
+    nodes' share of the tree digest is summed by it while the tree is built, and each node's own
+    is left ``UNHASHED``."""
     zxid = snapshot_zxid(name)
     if zxid is None:
         raise SnapshotError(f"{name}: not a snapshot file name (snapshot.<zxid hex>)")
@@ -457,7 +460,9 @@ def _parse_body(name: str, data: bytes, pos: int, progress: ParseProgress | None
     parent_path = "\0"  # no path: the first lookup always happens
     parent: Node | None = None
     nodes_start = pos
-    waiting = digest_apart(data, nodes_start) if digest_apart is not None else None
+    waiting = None
+    if digest_apart is not None and size - nodes_start >= SUM_APART_FROM:
+        waiting = digest_apart(lambda: node_records_digest(data, nodes_start))
     hashing = waiting is None
     apart: int | None = None
     try:

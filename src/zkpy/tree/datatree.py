@@ -48,8 +48,9 @@ _PLAIN_CREATES = frozenset({OpNum.CREATE, OpNum.CREATE2})
 _DEFER_DIGESTS_AT = 16  # ops in a multi from which its parents' digests are settled once, at its end
 UNHASHED = -1
 """``Node.digest`` of a node whose share of the tree digest was counted elsewhere (a snapshot's
-nodes, summed by another process while the tree was built): computed from the node when it is
-first taken out of the total, which is before any of its fields changes. A CRC32 is never < 0."""
+nodes, or a replay's, summed by another process while the tree was built): computed from the node
+when it is first taken out of the total, which is before any of its fields changes. A CRC32 is
+never < 0."""
 
 
 NO_CHILDREN: Mapping[str, None] = MappingProxyType({})
@@ -278,6 +279,24 @@ class DataTree:
             if nodes.get(path) is node:
                 DataTree._rehash(self, path, node)
 
+    # ---- shares counted apart (a replay's creates, summed by another process) ----
+
+    @staticmethod
+    def created_share(path: str, data: bytes | None, zxid: int, time: int, owner: int) -> int:
+        """``node_digest`` of the node a create makes, from the txn alone."""
+        return DataTree.node_digest(path, Node(data, OPEN_ACL_UNSAFE, zxid, time, owner))
+
+    def add_counted(self, share: int) -> None:
+        """A sum of shares made elsewhere joins the total (a negative one leaves it)."""
+        self.digest = (self.digest + share) & _MASK64
+
+    def recount_digest(self) -> None:
+        """Hash every node afresh: the total when a sum made elsewhere was lost."""
+        self.settle_digests()
+        self.digest = 0
+        for path, node in self.nodes.items():
+            self._rehash(path, node)
+
     def intern_acl(self, acl: list[ACL] | tuple[ACL, ...]) -> tuple[ACL, ...]:
         """One shared tuple per distinct ACL (ZooKeeper's ReferenceCountedACLCache, minus the counts)."""
         if len(acl) == 1 and is_open(acl[0]):  # the common case, without hashing the records
@@ -385,9 +404,11 @@ class DataTree:
                 self.settle_digests()
 
     def create_node(self, path: str, data: bytes | None, acl: list[ACL] | tuple[ACL, ...], owner: int,
-                    parent_cversion: int, zxid: int, time: int, want_stat: bool = True) -> bytes | None:
+                    parent_cversion: int, zxid: int, time: int, want_stat: bool = True,
+                    counted_apart: bool = False) -> bytes | None:
         """Create ``path``; its Stat, packed as the reply carries it (None with ``want_stat`` False:
-        replay needs none)."""
+        replay needs none). ``counted_apart``: the new node's share (``created_share``) is added to
+        the total by whoever calls, from a sum made elsewhere; it is left UNHASHED here."""
         slash = path.rfind("/")
         parent_path = path[:slash] if slash > 0 else "/"
         parent = self.nodes.get(parent_path)
@@ -420,8 +441,11 @@ class DataTree:
         node = Node(data, acl if acl is OPEN_ACL_UNSAFE else self.intern_acl(acl), zxid, time, owner)
         self.nodes[path] = node  # _put, inlined: a replay runs this a million times
         self.data_size += len(path) + (len(data) if data else 0)
-        node.digest = self.node_digest(path, node)
-        self.digest = (self.digest + node.digest) & _MASK64
+        if counted_apart:
+            node.digest = UNHASHED
+        else:
+            node.digest = self.node_digest(path, node)
+            self.digest = (self.digest + node.digest) & _MASK64
         if owner:
             kind = ephemeral_kind(owner)
             if kind == "container":

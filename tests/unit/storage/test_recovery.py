@@ -13,13 +13,16 @@ import random
 
 import pytest
 
-from helpers.txn_workload import Workload, dump, summed_apart
+from helpers.txn_workload import Workload, apart_at_every_size, dump, full_digest, hdr, summed_apart
 from zkpy.storage.disk import MemoryDisk, join
 from zkpy.storage.files import DataDirs, logs_after, purge, purge_candidates
 from zkpy.storage.recovery import RecoveryError, recover
 from zkpy.storage.snapshot import SnapshotWriter, snapshot_name, write_snapshot
 from zkpy.storage.txnlog import TxnLogWriter, encode_entry
+from zkpy.tree.acl import OPEN_ACL_UNSAFE
 from zkpy.tree.datatree import DataTree
+from zkpy.wire.consts import OpCode
+from zkpy.wire.txn import CreateTxn
 
 DIRS = DataDirs.of("/data", "/datalog")
 
@@ -104,7 +107,8 @@ class SimulatedServer:
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_a_crash_recovers_a_prefix_holding_every_synced_txn(seed: int) -> None:
+def test_a_crash_recovers_a_prefix_holding_every_synced_txn(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    apart_at_every_size(monkeypatch)
     rng = random.Random(seed)
     disk = MemoryDisk()
     server = SimulatedServer(rng, disk)
@@ -123,6 +127,9 @@ def test_a_crash_recovers_a_prefix_holding_every_synced_txn(seed: int) -> None:
     again = recover(disk, DIRS, digest_apart=summed_apart)  # recovery leaves the files clean
     assert not again.truncated and dump(again.tree) == dump(rec.tree), f"seed {seed}"
     assert again.tree.digest == rec.tree.digest and not again.digest_mismatches, f"seed {seed}: digest summed apart"
+    assert again.tree.digest == full_digest(again.tree), f"seed {seed}"
+    lost = recover(disk, DIRS, digest_apart=lambda _work: lambda: None)  # every sum made apart lost
+    assert lost.tree.digest == rec.tree.digest and not lost.digest_mismatches, f"seed {seed}: a lost sum"
 
 
 def test_no_snapshot_but_logs_from_zxid_1_replay_from_an_empty_tree() -> None:
@@ -207,3 +214,26 @@ def test_a_missing_log_in_the_middle_refuses_instead_of_skipping_txns() -> None:
     disk.remove(logs[1][1])
     with pytest.raises(RecoveryError, match="are missing"):
         recover(disk, DIRS)
+
+
+def test_a_create_that_fails_in_a_replay_summed_apart_leaves_the_digest_as_it_was(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plain create the replay cannot apply (a missing parent, a node that exists) was summed
+    apart all the same: its share comes out again."""
+    apart_at_every_size(monkeypatch)
+    disk = MemoryDisk()
+    for d in (DIRS.snap_dir, DIRS.log_dir):
+        disk.makedirs(d)
+    snapshot = disk.create(join(DIRS.snap_dir, snapshot_name(0)))
+    snapshot.write(write_snapshot(DataTree()))
+    snapshot.sync()
+    txns = [(hdr(1, OpCode.CREATE), CreateTxn("/x", b"x", list(OPEN_ACL_UNSAFE), False, 1)),
+            (hdr(2, OpCode.CREATE), CreateTxn("/y/z", b"z", list(OPEN_ACL_UNSAFE), False, 1)),
+            (hdr(3, OpCode.CREATE), CreateTxn("/x", b"again", list(OPEN_ACL_UNSAFE), False, 2)),
+            (hdr(4, OpCode.CREATE), CreateTxn("/x/w", None, list(OPEN_ACL_UNSAFE), False, 1))]
+    writer = TxnLogWriter(disk, DIRS.log_dir)
+    writer.append(1, b"".join(encode_entry(h, t, None) for h, t in txns))
+    writer.sync()
+    rec = recover(disk, DIRS, digest_apart=summed_apart)
+    assert sorted(rec.tree.nodes) == ["/", "/x", "/x/w", "/zookeeper", "/zookeeper/config", "/zookeeper/quota"]
+    assert rec.tree.digest == full_digest(rec.tree) == recover(disk, DIRS).tree.digest

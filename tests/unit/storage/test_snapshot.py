@@ -17,7 +17,16 @@ from typing import Any
 
 import pytest
 
-from helpers.txn_workload import DIGEST_ACL, IP_ACL, Workload, dump, full_digest, hdr, summed_apart
+from helpers.txn_workload import (
+    DIGEST_ACL,
+    IP_ACL,
+    Workload,
+    apart_at_every_size,
+    dump,
+    full_digest,
+    hdr,
+    summed_apart,
+)
 from zkpy.ids import to_signed64
 from zkpy.storage.snapshot import (
     LOCKED_ACL,
@@ -180,7 +189,9 @@ def test_a_loaded_tree_keeps_working() -> None:
 
 @pytest.mark.parametrize("apart", [False, True], ids=["digest-here", "digest-apart"])
 @pytest.mark.parametrize("seed", range(12))
-def test_fuzzy_snapshot_plus_the_log_after_its_zxid_replays_to_the_live_tree(seed: int, apart: bool) -> None:
+def test_fuzzy_snapshot_plus_the_log_after_its_zxid_replays_to_the_live_tree(seed: int, apart: bool,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    apart_at_every_size(monkeypatch)
     rng = random.Random(seed)
     work = Workload(rng, DataTree())
     work.run(rng.randint(50, 400))
@@ -211,10 +222,11 @@ def test_fuzzy_snapshot_plus_the_log_after_its_zxid_replays_to_the_live_tree(see
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_a_digest_summed_apart_is_the_one_the_load_sums(seed: int) -> None:
+def test_a_digest_summed_apart_is_the_one_the_load_sums(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """The sum of the node records is the load's own digest, and a node left UNHASHED comes
     out of the total with the share it went in with: changing every node of a tree loaded
     with its digest apart keeps the same digest as changing the tree loaded without."""
+    apart_at_every_size(monkeypatch)
     rng = random.Random(seed)
     print(f"seed {seed}")
     work = Workload(rng, every_kind_tree() if seed == 0 else DataTree())
@@ -229,19 +241,28 @@ def test_a_digest_summed_apart_is_the_one_the_load_sums(seed: int) -> None:
     assert apart.digest == here.digest == full_digest(here)
 
 
-def test_a_digest_apart_that_fails_is_summed_by_the_load() -> None:
+def test_a_digest_apart_that_fails_is_summed_by_the_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    apart_at_every_size(monkeypatch)
     tree = every_kind_tree()
-    loaded = load_snapshot(snapshot_name(1), write_snapshot(tree), digest_apart=lambda _d, _s: lambda: None)
+    loaded = load_snapshot(snapshot_name(1), write_snapshot(tree), digest_apart=lambda _work: lambda: None)
     assert loaded.tree.digest == tree.digest == full_digest(tree)
 
 
-def test_a_load_that_fails_still_waits_for_its_digest_apart() -> None:
+def test_a_small_snapshot_is_summed_by_the_load_itself() -> None:
+    tree = every_kind_tree()
+    loaded = load_snapshot(snapshot_name(1), write_snapshot(tree), digest_apart=lambda _work: pytest.fail("apart"))
+    assert loaded.tree.digest == full_digest(tree)
+    assert all(n.digest != UNHASHED for n in loaded.tree.nodes.values())
+
+
+def test_a_load_that_fails_still_waits_for_its_digest_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    apart_at_every_size(monkeypatch)
     data = bytearray(write_snapshot(every_kind_tree()))
     data[-40] ^= 0xFF  # (a node's stat: the seal's checksum then disagrees)
     waited: list[int] = []
 
-    def apart(_data: bytes, start: int) -> Any:
-        return lambda: waited.append(start)
+    def apart(_work: Any) -> Any:
+        return lambda: waited.append(1)
 
     with pytest.raises(SnapshotError):
         load_snapshot(snapshot_name(1), bytes(data), digest_apart=apart)
