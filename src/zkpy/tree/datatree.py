@@ -153,6 +153,18 @@ class TxnResult:
     multi: list[TxnResult] | None = None  # a multi's results (None otherwise: no list per txn)
 
 
+def _share(path: str, data: bytes | None, czxid: int, mzxid: int, pzxid: int, ctime: int, mtime: int, version: int,
+           cversion: int, aversion: int, owner: int) -> int:
+    """A node's share of the tree digest: ZooKeeper's DigestCalculator, CRC-32 over the path, the
+    data and the persisted stat; 0 under /zookeeper/."""
+    if path.startswith("/zookeeper/"):
+        return 0
+    crc = zlib.crc32(b"" if path == "/" else path.encode("utf-8"))
+    if data:
+        crc = zlib.crc32(data, crc)
+    return zlib.crc32(_DIGEST_STAT.pack(czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, owner), crc)
+
+
 class DataTree:
     """The in-memory database every replica holds."""
 
@@ -208,13 +220,8 @@ class DataTree:
 
     @staticmethod
     def node_digest(path: str, node: Node) -> int:
-        if path.startswith("/zookeeper/"):
-            return 0
-        crc = zlib.crc32(b"" if path == "/" else path.encode("utf-8"))
-        if node.data:
-            crc = zlib.crc32(node.data, crc)
-        return zlib.crc32(_DIGEST_STAT.pack(node.czxid, node.mzxid, node.pzxid, node.ctime, node.mtime,
-                                            node.version, node.cversion, node.aversion, node.ephemeral_owner), crc)
+        return _share(path, node.data, node.czxid, node.mzxid, node.pzxid, node.ctime, node.mtime, node.version,
+                      node.cversion, node.aversion, node.ephemeral_owner)
 
     def _put(self, path: str, node: Node) -> None:
         self.nodes[path] = node
@@ -283,8 +290,8 @@ class DataTree:
 
     @staticmethod
     def created_share(path: str, data: bytes | None, zxid: int, time: int, owner: int) -> int:
-        """``node_digest`` of the node a create makes, from the txn alone."""
-        return DataTree.node_digest(path, Node(data, OPEN_ACL_UNSAFE, zxid, time, owner))
+        """``node_digest`` of the node a create makes (``Node.__init__``'s stat), from the txn alone."""
+        return _share(path, data, zxid, zxid, zxid, time, time, 0, 0, 0, owner)
 
     def add_counted(self, share: int) -> None:
         """A sum of shares made elsewhere joins the total (a negative one leaves it)."""
