@@ -45,7 +45,13 @@ def save(args: argparse.Namespace, key: str, items: Sequence[Any], load_before: 
             os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(args.json, "w", encoding="utf-8") as f:
         json.dump(data, f, indent=2, default=str)
-    draw(data, args.png)
+    try:
+        draw(data, args.png)
+    except ModuleNotFoundError as exc:
+        if exc.name != "matplotlib":
+            raise
+        print(f"no figure: matplotlib is not installed (pip install -e '.[bench]'); the numbers are in "
+              f"{args.json}, and --plot-only draws {args.png} from them")
     print(f"load average before: {' '.join(f'{x:.2f}' for x in load_before)}; after: "
           f"{' '.join(f'{x:.2f}' for x in data['load_after'])}; run took {data['seconds']:.0f} s")
     return data

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bench import figure5, figure8, scale
+from bench import figrun, figure5, figure8, scale
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -92,3 +92,23 @@ def test_the_process_tree_counts_children() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_run_without_matplotlib_keeps_its_numbers_and_says_how_to_draw_them(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    def no_matplotlib(_data: dict[str, Any], _png: str) -> None:
+        raise ModuleNotFoundError("No module named 'matplotlib'", name="matplotlib")
+
+    args = argparse.Namespace(json=str(tmp_path / "run.json"), png=str(tmp_path / "run.png"))
+    figrun.save(args, "rows", [{"ops": 1}], (0.0, 0.0, 0.0), 0.0, no_matplotlib)
+    assert json.loads((tmp_path / "run.json").read_text())["rows"] == [{"ops": 1}]
+    assert "matplotlib is not installed" in capsys.readouterr().out and not (tmp_path / "run.png").exists()
+
+    def other_module_missing(_data: dict[str, Any], _png: str) -> None:
+        raise ModuleNotFoundError("No module named 'numpy'", name="numpy")
+
+    with pytest.raises(ModuleNotFoundError):
+        figrun.save(args, "rows", [], (0.0, 0.0, 0.0), 0.0, other_module_missing)
+

@@ -13,7 +13,8 @@ import random
 
 import pytest
 
-from helpers.txn_workload import Workload, apart_at_every_size, dump, full_digest, hdr, summed_apart
+from helpers.txn_workload import Workload, apart_at_every_size, dump, full_digest, summed_apart
+from helpers.txn_workload import hdr as header
 from zkpy.storage.disk import MemoryDisk, join
 from zkpy.storage.files import DataDirs, logs_after, purge, purge_candidates
 from zkpy.storage.recovery import RecoveryError, recover
@@ -227,10 +228,10 @@ def test_a_create_that_fails_in_a_replay_summed_apart_leaves_the_digest_as_it_wa
     snapshot = disk.create(join(DIRS.snap_dir, snapshot_name(0)))
     snapshot.write(write_snapshot(DataTree()))
     snapshot.sync()
-    txns = [(hdr(1, OpCode.CREATE), CreateTxn("/x", b"x", list(OPEN_ACL_UNSAFE), False, 1)),
-            (hdr(2, OpCode.CREATE), CreateTxn("/y/z", b"z", list(OPEN_ACL_UNSAFE), False, 1)),
-            (hdr(3, OpCode.CREATE), CreateTxn("/x", b"again", list(OPEN_ACL_UNSAFE), False, 2)),
-            (hdr(4, OpCode.CREATE), CreateTxn("/x/w", None, list(OPEN_ACL_UNSAFE), False, 1))]
+    txns = [(header(1, OpCode.CREATE), CreateTxn("/x", b"x", list(OPEN_ACL_UNSAFE), False, 1)),
+            (header(2, OpCode.CREATE), CreateTxn("/y/z", b"z", list(OPEN_ACL_UNSAFE), False, 1)),
+            (header(3, OpCode.CREATE), CreateTxn("/x", b"again", list(OPEN_ACL_UNSAFE), False, 2)),
+            (header(4, OpCode.CREATE), CreateTxn("/x/w", None, list(OPEN_ACL_UNSAFE), False, 1))]
     writer = TxnLogWriter(disk, DIRS.log_dir)
     writer.append(1, b"".join(encode_entry(h, t, None) for h, t in txns))
     writer.sync()
