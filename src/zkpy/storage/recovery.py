@@ -77,7 +77,8 @@ class Recovered:
 
 def recover(disk: Disk, dirs: DataDirs, log: Log = lambda _m: None, progress: Progress | None = None,
             digest_apart: DigestApart | None = None) -> Recovered:
-    """``digest_apart``: how a snapshot's digest may be summed while its tree is built (`load_snapshot`)."""
+    """``digest_apart``: how the tree digest may be summed elsewhere while the tree is built (a
+    snapshot's nodes, `load_snapshot`; the nodes the log's plain creates make, `_replay`)."""
     try:
         return _recover(disk, dirs, log, progress, digest_apart)
     finally:
