@@ -7,6 +7,8 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+import zkpy.storage.recovery as recovery
+import zkpy.storage.snapshot as snapshot
 from zkpy.tree.acl import OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
 from zkpy.tree.datatree import DataTree
 from zkpy.wire.consts import CONTAINER_EPHEMERAL_OWNER, MAX_TTL_MS, OpCode, Perms
@@ -49,9 +51,6 @@ def summed_apart(work: Callable[[], int]) -> Callable[[], int | None]:
 def apart_at_every_size(monkeypatch: Any) -> None:
     """Sum digests apart however small the snapshot or the logs (the runtime's threshold is for
     trees of a million nodes)."""
-    import zkpy.storage.recovery as recovery
-    import zkpy.storage.snapshot as snapshot
-
     monkeypatch.setattr(snapshot, "SUM_APART_FROM", 0)
     monkeypatch.setattr(recovery, "SUM_APART_FROM", 0)
 

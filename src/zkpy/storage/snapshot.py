@@ -51,7 +51,7 @@ from datetime import UTC, datetime
 from zkpy.errors import ProtocolError
 from zkpy.ids import to_signed64
 from zkpy.tree.acl import OPEN_ACL_UNSAFE
-from zkpy.tree.datatree import NO_CHILDREN, UNHASHED, DataTree, Node
+from zkpy.tree.datatree import NO_CHILDREN, UNHASHED, DataTree, Node, node_share
 from zkpy.wire.consts import CONTAINER_EPHEMERAL_OWNER, TTL_MASK
 from zkpy.wire.jute import read_ustring
 from zkpy.wire.proto import ACL, Id
@@ -607,12 +607,9 @@ def node_records_digest(data: bytes, pos: int) -> int:
     """The tree digest of the node records from ``pos`` (the first one's path length) to the end
     marker, as the load sums it: what another process computes for a load given ``digest_apart``
     (the load checks these bytes; this only reads them, and raises on what it cannot read)."""
-    view = memoryview(data)
     int_unpack = _INT.unpack_from
     tail_unpack = _NODE_TAIL.unpack_from
     tail_size = _NODE_TAIL.size
-    digest_pack = _DIGEST_STAT.pack
-    crc32 = zlib.crc32
     digest = 0
     while True:
         (plen,) = int_unpack(data, pos)
@@ -625,16 +622,16 @@ def node_records_digest(data: bytes, pos: int) -> int:
             return digest & _MASK64
         (dlen,) = int_unpack(data, pos)
         pos += 4
-        crc = crc32(pb)
+        d = None
         if dlen > 0:
-            crc = crc32(view[pos:pos + dlen], crc)
+            d = data[pos:pos + dlen]
             pos += dlen
         elif dlen < -1:
             raise ValueError(f"bad data length {dlen} at offset {pos - 4}")
         _acl, czxid, mzxid, ctime, mtime, version, cversion, aversion, owner, pzxid = tail_unpack(data, pos)
         pos += tail_size
-        if not pb.startswith(_ZK_SUBTREE):
-            digest += crc32(digest_pack(czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, owner), crc)
+        digest += node_share(pb.decode("utf-8"), d, czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion,
+                             owner)  # (the root's path is "" here, hashed as "/" is: no bytes)
 
 
 # ---------------------------------------------------------------- the SNAP stream of the quorum port

@@ -153,8 +153,8 @@ class TxnResult:
     multi: list[TxnResult] | None = None  # a multi's results (None otherwise: no list per txn)
 
 
-def _share(path: str, data: bytes | None, czxid: int, mzxid: int, pzxid: int, ctime: int, mtime: int, version: int,
-           cversion: int, aversion: int, owner: int) -> int:
+def node_share(path: str, data: bytes | None, czxid: int, mzxid: int, pzxid: int, ctime: int, mtime: int,
+               version: int, cversion: int, aversion: int, owner: int) -> int:
     """A node's share of the tree digest: ZooKeeper's DigestCalculator, CRC-32 over the path, the
     data and the persisted stat; 0 under /zookeeper/."""
     if path.startswith("/zookeeper/"):
@@ -220,8 +220,8 @@ class DataTree:
 
     @staticmethod
     def node_digest(path: str, node: Node) -> int:
-        return _share(path, node.data, node.czxid, node.mzxid, node.pzxid, node.ctime, node.mtime, node.version,
-                      node.cversion, node.aversion, node.ephemeral_owner)
+        return node_share(path, node.data, node.czxid, node.mzxid, node.pzxid, node.ctime, node.mtime, node.version,
+                          node.cversion, node.aversion, node.ephemeral_owner)
 
     def _put(self, path: str, node: Node) -> None:
         self.nodes[path] = node
@@ -291,7 +291,7 @@ class DataTree:
     @staticmethod
     def created_share(path: str, data: bytes | None, zxid: int, time: int, owner: int) -> int:
         """``node_digest`` of the node a create makes (``Node.__init__``'s stat), from the txn alone."""
-        return _share(path, data, zxid, zxid, zxid, time, time, 0, 0, 0, owner)
+        return node_share(path, data, zxid, zxid, zxid, time, time, 0, 0, 0, owner)
 
     def add_counted(self, share: int) -> None:
         """A sum of shares made elsewhere joins the total (a negative one leaves it)."""
