@@ -43,7 +43,7 @@ from zkpy.tree.datatree import DataTree
 from zkpy.wire.consts import OpCode
 from zkpy.wire.txn import CreateTxn, TxnDigest, TxnHeader
 
-from .launch import _java_options, rss_mb, wait_for_log
+from .launch import _java_options, compile_zkpy, rss_mb, wait_for_log
 from .mntr import mntr
 
 _RECOVERED = re.compile(r"recovered zxid 0x[0-9a-f]+, (\d+) znodes, .* in ([\d.]+)s")
@@ -174,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
+    compile_zkpy()  # as an installed wheel has it (see launch.compile_zkpy)
     parents = max(1, args.znodes // args.leaves)
     source = prepared(args.cache, parents, args.leaves, args.value_size, log, args.snapshot)
     rows = []

@@ -12,19 +12,17 @@ ZooKeeper's detailed ones also ``"0.9"`` and ``"0.99"``, as its provider gives t
 ``metricsProvider.exportJvmInfo`` (default true) the process and platform collectors of
 ``prometheus_client`` stand in for the JVM's.
 
-It is served by aiohttp on the server's own event loop, not by ``start_http_server``'s thread:
-the figures live in structures that the loop mutates (the tree, the connections, the
-sessions), and reading them from another thread would race. A scrape costs the loop a few
+It is served by aiohttp on the server's own event loop (``admin.metrics_endpoint``), not by
+``start_http_server``'s thread: the figures live in structures that the loop mutates (the tree,
+the connections, the sessions), and reading them from another thread would race. A scrape costs the loop a few
 milliseconds of formatting, every 15 seconds or so.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric, SummaryMetricFamily, UnknownMetricFamily
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
@@ -37,11 +35,6 @@ from zkpy.tree.quota import EXCEEDED_PER_NAMESPACE
 
 from .fourletter import mntr_values, quota_figures
 from .view import ServerView
-
-if TYPE_CHECKING:  # aiohttp (0.2 s to import) loads only when the endpoint starts
-    from aiohttp import web
-
-log = logging.getLogger("zkpy.metrics")
 
 PROMETHEUS_QUANTILES = (0.5, 0.9, 0.99)  # ZooKeeper's provider's quantiles (its BASIC summaries: the first)
 _SUMMARIES = frozenset(DETAILED) | frozenset(BASIC) | {"fsynctime", "sync_processor_batch_size"}
@@ -129,46 +122,3 @@ def registry_for(server: ServerView) -> CollectorRegistry:
 def scrape(server: ServerView, registry: CollectorRegistry | None = None) -> str:
     """The text a scrape of ``/metrics`` gets."""
     return generate_latest(registry or registry_for(server)).decode("utf-8")
-
-
-class MetricsEndpoint:
-    """``/metrics`` on the server's loop, while ``metricsProvider.className`` names the Prometheus provider."""
-
-    def __init__(self, server: ServerView) -> None:
-        self.server = server
-        self.runner: web.AppRunner | None = None
-        self.port: int | None = None
-
-    async def start(self) -> None:
-        cfg = self.server.config
-        if not cfg.metrics_prometheus:
-            return
-        from aiohttp import web
-
-        registry = registry_for(self.server)
-
-        async def metrics(request: web.Request) -> web.Response:
-            body = generate_latest(registry)
-            return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-        app = web.Application()
-        app.router.add_get("/metrics", metrics)
-        app.router.add_get("/", metrics)  # ZooKeeper's provider answers on any path
-        runner = web.AppRunner(app, handle_signals=False, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, cfg.metrics_http_host, cfg.metrics_http_port, reuse_address=True)
-        try:
-            await site.start()
-        except OSError as exc:
-            await runner.cleanup()
-            log.error("cannot serve Prometheus metrics on %s:%d: %s", cfg.metrics_http_host,
-                      cfg.metrics_http_port, exc.strerror or exc)
-            return
-        self.runner = runner
-        self.port = cfg.metrics_http_port
-        log.info("Prometheus metrics on http://%s:%d/metrics", cfg.metrics_http_host, cfg.metrics_http_port)
-
-    async def close(self) -> None:
-        if self.runner is not None:
-            await self.runner.cleanup()
-            self.runner = None

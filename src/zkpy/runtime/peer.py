@@ -29,7 +29,7 @@ from typing import Any
 
 from zkpy.admin.fourletter import DEFAULT_TRACE_MASK
 from zkpy.admin.http import AdminServer
-from zkpy.admin.prometheus import MetricsEndpoint
+from zkpy.admin.metrics_endpoint import MetricsEndpoint
 from zkpy.admin.tls import quorum_tls
 from zkpy.admin.view import Summary
 from zkpy.config import LearnerType, QuorumConfig, ServerConfig

@@ -19,7 +19,7 @@ import time
 
 from zkpy.admin.fourletter import DEFAULT_TRACE_MASK
 from zkpy.admin.http import AdminServer
-from zkpy.admin.prometheus import MetricsEndpoint
+from zkpy.admin.metrics_endpoint import MetricsEndpoint
 from zkpy.admin.view import Summary
 from zkpy.config import ServerConfig
 from zkpy.member.workers import WorkerHub
