@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import mmap
 import os
 import sys
 from typing import Any
 
-from zkpy.storage.disk import FaultCounter, FaultPlan, FileView
+from zkpy.storage.disk import FaultCounter, FaultPlan
 
 _fdatasync = getattr(os, "fdatasync", os.fsync)
 
@@ -148,18 +147,6 @@ class OsDisk:
     def read(self, path: str) -> bytes:
         with open(path, "rb") as f:
             return f.read()
-
-    def view(self, path: str) -> FileView:
-        """A read-only map of the file: its pages come from the page cache as the scan reaches
-        them, neither copied into the heap nor faulted in page by page (a replay of 1M creates read
-        its 192 MiB log with 49k page faults and a copy; mapped, with 46k page faults fewer)."""
-        with open(path, "rb") as f:
-            if os.fstat(f.fileno()).st_size == 0:  # (an empty file cannot be mapped)
-                return b""
-            try:
-                return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-            except (OSError, ValueError):  # a file system that cannot map it
-                return f.read()
 
     def create(self, path: str) -> OsFile:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)

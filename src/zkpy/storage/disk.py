@@ -18,12 +18,7 @@ from __future__ import annotations
 import errno
 import posixpath
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeAlias
-
-if TYPE_CHECKING:
-    from mmap import mmap
-
-FileView: TypeAlias = "bytes | mmap"  # a file's bytes as ``Disk.view`` gives them
+from typing import Protocol
 
 
 class AppendFile(Protocol):
@@ -59,10 +54,6 @@ class Disk(Protocol):
     def size(self, path: str) -> int: ...
 
     def read(self, path: str) -> bytes: ...
-
-    def view(self, path: str) -> FileView:
-        """The file's bytes to scan, where the disk can without a copy a read-only map of them
-        (a log is hundreds of MiB). Drop it, and every view into it, before the file is truncated."""
 
     def create(self, path: str) -> AppendFile:
         """A new empty file (an existing one is replaced)."""
@@ -185,9 +176,6 @@ class MemoryDisk:
             return bytes(self.files[path])
         except KeyError:
             raise FileNotFoundError(errno.ENOENT, "no such file", path) from None
-
-    def view(self, path: str) -> FileView:
-        return self.read(path)
 
     def create(self, path: str) -> _MemoryFile:
         self.files[path] = bytearray()

@@ -32,7 +32,7 @@ from functools import partial
 from typing import Any
 
 from zkpy.ids import zxid_epoch
-from zkpy.storage.disk import Disk, FileView
+from zkpy.storage.disk import Disk
 from zkpy.storage.files import DataDirs, logs_after
 from zkpy.storage.snapshot import (
     PROGRESS_EVERY,
@@ -124,7 +124,7 @@ def _load_newest_snapshot(disk: Disk, snaps: list[tuple[int, str]], log: Log,
     return None
 
 
-def _created_shares(logs: list[tuple[int, str]], datas: list[FileView], after_zxid: int) -> int:
+def _created_shares(logs: list[tuple[int, str]], datas: list[bytes], after_zxid: int) -> int:
     """The digest shares of the nodes the plain creates after ``after_zxid`` in these logs make, as
     the replay reads them (``scan_log``'s ``FastCreate``s): what another process sums for it."""
     total = 0
@@ -155,7 +155,7 @@ def _replay(disk: Disk, result: Recovered, logs: list[tuple[int, str]], log: Log
     if digest is not None and digest[0] <= start:
         _compare_digest(result, tree, digest, log)
         digest = None
-    datas = [disk.view(path) for _, path in logs]  # (mapped: dropped below before any truncation)
+    datas = [disk.read(path) for _, path in logs]
     total = 0
     if progress is not None:  # a first pass that only counts (the sizes are not known before)
         total = sum(count_records(data, start) for data in datas)

@@ -57,7 +57,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from zkpy.errors import ProtocolError
-from zkpy.storage.disk import AppendFile, Disk, FileView, join
+from zkpy.storage.disk import AppendFile, Disk, join
 from zkpy.tree.acl import OPEN_ACL_UNSAFE
 from zkpy.wire.consts import OpCode
 from zkpy.wire.jute import Record, vector_codec
@@ -264,7 +264,7 @@ def _zxid_in_header(view: memoryview, pos: int, limit: int) -> int | None:
     return int(_ZXID.unpack_from(view, pos + ZXID_OFFSET)[0])
 
 
-def _valid_after(data: FileView, view: memoryview, bad: int, limit: int, zxids: set[int]) -> int | None:
+def _valid_after(data: bytes, view: memoryview, bad: int, limit: int, zxids: set[int]) -> int | None:
     """Offset of a valid record that starts after ``bad``, found by the rule in the module doc."""
 
     def valid(pos: int) -> bool:
@@ -345,7 +345,7 @@ def _fast_create(payload: memoryview, pos: int) -> FastCreate | None:
 _ZERO_BLOCK = bytes(1 << 16)
 
 
-def _content_end(data: FileView) -> int:
+def _content_end(data: bytes) -> int:
     """``len(data.rstrip(b"\\0"))`` without copying the content (a log is tens of MiB of records
     before its preallocated zeros): whole zero blocks are stepped over from the end first."""
     end, block = len(data), len(_ZERO_BLOCK)
@@ -355,7 +355,7 @@ def _content_end(data: FileView) -> int:
     return start + len(data[start:end].rstrip(b"\0"))
 
 
-def scan_log(path: str, data: FileView, after_zxid: int = -1, sink: ReplaySink | None = None) -> LogScan:
+def scan_log(path: str, data: bytes, after_zxid: int = -1, sink: ReplaySink | None = None) -> LogScan:
     """Every record of the log file ``path`` whose bytes are ``data``; see the module doc for
     how the end is classified. Records with zxid <= ``after_zxid`` are checked (length, 'B',
     checksum, header) but their txn is not decoded and they are left out of ``entries``.
@@ -423,7 +423,7 @@ def scan_log(path: str, data: FileView, after_zxid: int = -1, sink: ReplaySink |
     return LogScan(path, entries, pos, False, True, last_zxid)
 
 
-def count_records(data: FileView, after_zxid: int = -1) -> int:
+def count_records(data: bytes, after_zxid: int = -1) -> int:
     """How many records with zxid > ``after_zxid`` the log ``data`` holds up to its first
     record whose frame does not hold (length and 'B' only; no checksum): for a progress total."""
     if len(data) < HEADER_SIZE or data[:4] != _MAGIC_BYTES:
