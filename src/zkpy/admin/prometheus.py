@@ -14,8 +14,8 @@ ZooKeeper's detailed ones also ``"0.9"`` and ``"0.99"``, as its provider gives t
 
 It is served by aiohttp on the server's own event loop (``admin.metrics_endpoint``), not by
 ``start_http_server``'s thread: the figures live in structures that the loop mutates (the tree,
-the connections, the sessions), and reading them from another thread would race. A scrape costs the loop a few
-milliseconds of formatting, every 15 seconds or so.
+the connections, the sessions), and reading them from another thread would race. A scrape costs
+the loop a few milliseconds of formatting, every 15 seconds or so.
 """
 
 from __future__ import annotations
