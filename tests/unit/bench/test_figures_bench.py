@@ -6,6 +6,7 @@ No timing asserts; the modes themselves are exercised by running them (BENCHMARK
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -96,8 +97,6 @@ def test_the_process_tree_counts_children() -> None:
 
 def test_a_run_without_matplotlib_keeps_its_numbers_and_says_how_to_draw_them(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    import argparse
-
     def no_matplotlib(_data: dict[str, Any], _png: str) -> None:
         raise ModuleNotFoundError("No module named 'matplotlib'", name="matplotlib")
 
@@ -111,4 +110,3 @@ def test_a_run_without_matplotlib_keeps_its_numbers_and_says_how_to_draw_them(
 
     with pytest.raises(ModuleNotFoundError):
         figrun.save(args, "rows", [], (0.0, 0.0, 0.0), 0.0, other_module_missing)
-
