@@ -152,9 +152,9 @@ class QuorumPeer(ServesClients):
                                         tls=self.quorum_tls)
         self.election.on_newer_config = self._newer_config
         await self.election.start()
-        await self.clients.listen()
-        await self.admin.start()  # a port it cannot bind costs a log line, not the server
+        await self.admin.start()  # before the client port, as QuorumPeerMain; a port it cannot bind costs a log line
         await self.metrics_endpoint.start()  # likewise
+        await self.clients.listen()
         log.info("server %d: %s", self.sid, serving_line(self.config, self.port, self.admin.port))
         stopping = asyncio.ensure_future(stop.wait())
         try:

@@ -104,12 +104,14 @@ class ZkServer(ServesClients):
             self.persistence.write_initial_snapshot(self.core.tree)
         elif self.recovered.txns_replayed:
             self.persistence.start_snapshot(self.core.tree)  # the next restart replays less
+        # As ZooKeeperServerMain: the admin and metrics endpoints listen before the client port, so
+        # a client that reaches the server (a readiness probe) finds them up too.
+        await self.admin.start()  # a port it cannot bind costs a log line, not the server
+        await self.metrics_endpoint.start()  # likewise
         await self.clients.listen()
         if self.workers is not None:
             secure = self.clients.secure_port if self.config.secure_client_port is not None else None
             self.workers.start(self.port, secure)
-        await self.admin.start()  # a port it cannot bind costs a log line, not the server
-        await self.metrics_endpoint.start()  # likewise
         log.info("binding to port %s:%d", self.config.client_port_address, self.port)
         log.info("%s", serving_line(self.config, self.port, self.admin.port))
         self._schedule_tick()
