@@ -12,6 +12,8 @@ SessionId = NewType("SessionId", int)
 Xid = NewType("Xid", int)
 ServerId = NewType("ServerId", int)
 
+MASK64 = (1 << 64) - 1  # a Java long's 64 bits, for sums that wrap and for two's-complement hex
+
 
 def make_zxid(epoch: int, counter: int) -> Zxid:
     return Zxid((epoch << 32) | (counter & 0xFFFFFFFF))
@@ -27,11 +29,17 @@ def zxid_counter(zxid: int) -> int:
 
 def initial_session_id(server_id: int, now_ms: int) -> SessionId:
     """ZooKeeper's first session id: server id in the top byte, the clock below it."""
-    base = ((now_ms << 24) & 0xFFFFFFFFFFFFFFFF) >> 8
+    base = ((now_ms << 24) & MASK64) >> 8
     value = base | (server_id << 56)
     return SessionId(to_signed64(value))
 
 
 def to_signed64(value: int) -> int:
-    value &= 0xFFFFFFFFFFFFFFFF
+    value &= MASK64
     return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def long_hex(value: int) -> str:
+    """``Long.toHexString``: a long's two's-complement hex without leading zeros (how ZooKeeper
+    prints session ids, zxids and digests)."""
+    return f"{value & MASK64:x}"

@@ -29,6 +29,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from zkpy.config import LearnerType, QuorumServer
+from zkpy.ids import long_hex
 from zkpy.server.connection import Connection
 from zkpy.server.core import ServerCore
 
@@ -238,7 +239,7 @@ def _last_snapshot(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
     except OSError:
         pass
     if best is None:
-        return {"zxid": f"{-1 & flw._MASK64:x}", "timestamp": -1}
+        return {"zxid": long_hex(-1), "timestamp": -1}
     try:
         stamp = int(os.path.getmtime(os.path.join(snap_dir, best[1])))
     except OSError:

@@ -33,7 +33,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 import zkpy
-from zkpy.ids import to_signed64
+from zkpy.ids import MASK64, long_hex, to_signed64
 from zkpy.server.connection import Connection
 from zkpy.server.core import ServerCore
 from zkpy.server.learner import LearnerServerCore
@@ -44,7 +44,6 @@ from zkpy.tree.quota import EXCEEDED_PER_NAMESPACE, namespace_figures
 
 from .view import ServerView, Summary
 
-_MASK64 = (1 << 64) - 1
 _LONG = struct.Struct(">q")
 DEFAULT_TRACE_MASK = 306  # ZooTrace's default mask, reported by gtmk until stmk sets another
 SESSIONLESS_CNXN_TIMEOUT_MS = 10000  # the bucket width ZooKeeper's connection expiry queue uses
@@ -133,11 +132,6 @@ def _avg(total: int, count: int) -> float:
     if not count:
         return 0.0
     return float((Decimal(total) / Decimal(count)).quantize(Decimal("0.0001"), rounding=ROUND_HALF_UP))
-
-
-def _hex(value: int) -> str:
-    """``Long.toHexString``: two's complement for negative values, no leading zeros."""
-    return f"{value & _MASK64:x}"
 
 
 def _address(conn: Connection) -> str:
@@ -230,11 +224,11 @@ def _connection_info(conn: Connection, asking: Connection | None, brief: bool) -
            f"sent={conn.sent}"]
     if not brief and conn.session_id:
         count = conn.latency_count
-        out.append(f",sid=0x{_hex(conn.session_id)},lop={conn.last_op},est={conn.established_ms},"
+        out.append(f",sid=0x{long_hex(conn.session_id)},lop={conn.last_op},est={conn.established_ms},"
                    f"to={conn.timeout_ms}")
         if conn.last_cxid >= 0:
-            out.append(f",lcxid=0x{_hex(conn.last_cxid)}")
-        out.append(f",lzxid=0x{_hex(conn.last_zxid)},lresp={conn.last_response_ms},llat={conn.last_latency},"
+            out.append(f",lcxid=0x{long_hex(conn.last_cxid)}")
+        out.append(f",lzxid=0x{long_hex(conn.last_zxid)},lresp={conn.last_response_ms},llat={conn.last_latency},"
                    f"minlat={max(conn.min_latency, 0)},avglat={conn.total_latency // count if count else 0},"
                    f"maxlat={conn.max_latency}")
     out.append(")")
@@ -250,7 +244,7 @@ def _server_stats(server: ServerView) -> str:
             f"Sent: {stats.packets_sent}\n"
             f"Connections: {server.connection_count}\n"
             f"Outstanding: {core.outstanding}\n"
-            f"Zxid: 0x{_hex(core.tree.last_processed_zxid)}\n"
+            f"Zxid: 0x{long_hex(core.tree.last_processed_zxid)}\n"
             f"Mode: {_server_state(server)}\n"
             f"Node count: {_znode_count(core)}\n")
 
@@ -449,8 +443,8 @@ def _wchs(server: ServerView, conn: Connection | None) -> str:
 def _wchc(server: ServerView, conn: Connection | None) -> str:
     table = _serving(server).tree.data_watches
     out = []
-    for watcher in sorted(table.by_watcher, key=lambda w: (_session_of(server, w) & _MASK64, str(w))):
-        out.append(f"0x{_hex(_session_of(server, watcher))}\n")
+    for watcher in sorted(table.by_watcher, key=lambda w: (_session_of(server, w) & MASK64, str(w))):
+        out.append(f"0x{long_hex(_session_of(server, watcher))}\n")
         out.extend(f"\t{path}\n" for path in sorted(table.by_watcher[watcher]))
     return "".join(out) + "\n"
 
@@ -460,8 +454,8 @@ def _wchp(server: ServerView, conn: Connection | None) -> str:
     out = []
     for path in sorted(table.by_path):
         out.append(f"{path}\n")
-        sessions = sorted(_session_of(server, w) & _MASK64 for w in table.by_path[path])
-        out.extend(f"\t0x{_hex(sid)}\n" for sid in sessions)
+        sessions = sorted(_session_of(server, w) & MASK64 for w in table.by_path[path])
+        out.extend(f"\t0x{long_hex(sid)}\n" for sid in sessions)
     return "".join(out) + "\n"
 
 
@@ -477,7 +471,7 @@ def _expiry_sets(buckets: dict[int, list[str]], now_ms: int, wall_ms: int) -> st
 
 def _session_sets(tracker: SessionTracker, now_ms: int, wall_ms: int) -> str:
     """A session tracker's expiry buckets, as ExpiryQueue.dump writes them."""
-    buckets = {t: [f"0x{_hex(sid)}" for sid in sorted(sids, key=lambda s: s & _MASK64)]
+    buckets = {t: [f"0x{long_hex(sid)}" for sid in sorted(sids, key=lambda s: s & MASK64)]
                for t, sids in tracker.buckets.items() if sids}
     return _expiry_sets(buckets, now_ms, wall_ms)
 
@@ -488,14 +482,14 @@ def _dump(server: ServerView, conn: Connection | None) -> str:
     if isinstance(core, LearnerServerCore):  # LearnerSessionTracker: the committed sessions, no expiry sets
         ids = sorted(core.sessions.sessions, key=to_signed64)
         sessions = f"Global Sessions({len(ids)}):\n" + "".join(
-            f"0x{_hex(sid)}\t{core.sessions.sessions[sid].timeout_ms}ms\n" for sid in ids)
+            f"0x{long_hex(sid)}\t{core.sessions.sessions[sid].timeout_ms}ms\n" for sid in ids)
     else:
         sessions = ("Global " if core.local is not None else "") + f"Session {_session_sets(core.sessions, now_ms, wall_ms)}"
     if core.local is not None:  # 3.8's Leader/LearnerSessionTracker: the local tracker's sets first
         sessions = f"Local Session {_session_sets(core.local.tracker, now_ms, wall_ms)}{sessions}"
     ephemerals = core.tree.ephemerals
-    owners = sorted(ephemerals, key=lambda s: s & _MASK64)
-    eph = "".join(f"0x{_hex(sid)}:\n" + "".join(f"\t{p}\n" for p in sorted(ephemerals[sid])) for sid in owners)
+    owners = sorted(ephemerals, key=lambda s: s & MASK64)
+    eph = "".join(f"0x{long_hex(sid)}:\n" + "".join(f"\t{p}\n" for p in sorted(ephemerals[sid])) for sid in owners)
     width = SESSIONLESS_CNXN_TIMEOUT_MS
     conns: dict[int, list[str]] = {}
     for c in _connections(server):
@@ -503,7 +497,7 @@ def _dump(server: ServerView, conn: Connection | None) -> str:
         if session is None and core.local is not None:
             session = core.local.tracker.sessions.get(c.session_id)
         expires_at = session.expires_at if session is not None else (now_ms + width) // width * width + width
-        conns.setdefault(expires_at, []).append(f"ip: {_address(c)} sessionId: 0x{_hex(c.session_id)}")
+        conns.setdefault(expires_at, []).append(f"ip: {_address(c)} sessionId: 0x{long_hex(c.session_id)}")
     return ("SessionTracker dump:\n"
             f"{sessions}"
             "ephemeral nodes dump:\n"

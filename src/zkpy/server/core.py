@@ -31,6 +31,7 @@ from zkpy.errors import (
     ProtocolError,
     ZookeeperError,
 )
+from zkpy.ids import long_hex
 from zkpy.ratelimit import LogLimiter
 from zkpy.server.connection import (
     MAX_FRAMES_PER_TURN,
@@ -392,7 +393,7 @@ class ServerCore:
     def _refuse_session(self, conn: Connection, sid: int) -> None:
         """The session ``conn`` resumes is gone: say so (a ConnectResponse of zeros) and close."""
         self.log_peer("invalid session", conn.ip,
-                      f"invalid session 0x{sid & 0xFFFFFFFFFFFFFFFF:x} for client {conn.ip}:{conn.port}, probably expired")
+                      f"invalid session 0x{long_hex(sid)} for client {conn.ip}:{conn.port}, probably expired")
         self._connect_response(conn, valid=False)
         self._close(conn, "invalid session")
 
@@ -505,7 +506,7 @@ class ServerCore:
             return True
         timeout = local.upgrade(sid)
         if timeout is not None:
-            self.log(f"upgrading session 0x{sid & 0xFFFFFFFFFFFFFFFF:x} to a global session")
+            self.log(f"upgrading session 0x{long_hex(sid)} to a global session")
             self._upgrade(sid, timeout)
         return False
 
@@ -534,7 +535,7 @@ class ServerCore:
         if self.local is None:
             return
         for sid in self.local.expired(self.now_ms):
-            self.log(f"expiring local session 0x{sid & 0xFFFFFFFFFFFFFFFF:x}, timeout exceeded")
+            self.log(f"expiring local session 0x{long_hex(sid)}, timeout exceeded")
             self.metrics.counters["stale_sessions_expired"] += 1
             owner = self.session_conn.pop(sid, None)
             if owner is not None:
@@ -590,7 +591,7 @@ class ServerCore:
         for ident in ids:
             conn.add_auth(ident)
         self.log_peer("auth success", conn.ip,
-                      f"session 0x{conn.session_id & 0xFFFFFFFFFFFFFFFF:x}: auth success for scheme {scheme}")
+                      f"session 0x{long_hex(conn.session_id)}: auth success for scheme {scheme}")
         self._send(conn, ReplyHeader(xid, 0, 0).to_bytes())
 
     def _admitted(self, conn: Connection, xid: int) -> bool:
@@ -641,7 +642,7 @@ class ServerCore:
             if super_user:
                 conn.add_auth(SUPER)
             self.log_peer("sasl success", conn.ip,
-                          f"session 0x{conn.session_id & 0xFFFFFFFFFFFFFFFF:x}: adding SASL authorization for "
+                          f"session 0x{long_hex(conn.session_id)}: adding SASL authorization for "
                           f"authorizationID: {authz}{' (a super user)' if super_user else ''}")
         self._send(conn, sasl_response(xid, Code.OK, answer))
 
@@ -652,7 +653,7 @@ class ServerCore:
             # a client may not create sessions over an established one (ZooKeeper answers it with a
             # second ConnectResponse and no reply; zkpy refuses it with BadArguments)
             self.log_peer("createSession", conn.ip,
-                          f"refusing createSession from established session 0x{conn.session_id & 0xFFFFFFFFFFFFFFFF:x} "
+                          f"refusing createSession from established session 0x{long_hex(conn.session_id)} "
                           f"at {conn.ip}:{conn.port}")
             error = error or BadArgumentsError("createSession from a client")
         self._propose(op, request, conn, xid, conn.session_id, error, ephemeral_error=ephemeral_error, body=body)
@@ -926,7 +927,7 @@ class ServerCore:
         self._expire_local()
         for sid in self.sessions.expired(self.now_ms):
             s = self.sessions.sessions.get(sid)
-            self.log(f"expiring session 0x{sid & 0xFFFFFFFFFFFFFFFF:x}, timeout of {s.timeout_ms if s else '?'}ms exceeded")
+            self.log(f"expiring session 0x{long_hex(sid)}, timeout of {s.timeout_ms if s else '?'}ms exceeded")
             self.metrics.counters["stale_sessions_expired"] += 1
             self._propose(OpNum.CLOSE_SESSION, None, None, 0, sid, None)
         if self.now_ms - self.last_container_check >= self.config.container_check_interval_ms:

@@ -13,6 +13,7 @@ import struct
 from collections.abc import Iterable
 
 from zkpy.config import ServerConfig
+from zkpy.ids import long_hex
 from zkpy.server.core import Log, QueuedRead, ServerCore
 from zkpy.server.outputs import CheckQuorum
 from zkpy.tree.datatree import DataTree
@@ -50,13 +51,13 @@ class LeaderServerCore(ServerCore):
             try:
                 (timeout,) = INT.unpack_from(body, 0)
             except struct.error:
-                self.log(f"createSession for 0x{session & 0xFFFFFFFFFFFFFFFF:x} without a timeout: ignored")
+                self.log(f"createSession for 0x{long_hex(session)} without a timeout: ignored")
                 return
             self.sessions.add(session, timeout, self.now_ms)
             self._propose(OpCode.CREATE_SESSION, timeout, None, cxid, session, None, list(auth))
             return
         self.sessions.touch(session, self.now_ms)
-        request, error = self._decode_write(op, body, f"learner request for 0x{session & 0xFFFFFFFFFFFFFFFF:x}")
+        request, error = self._decode_write(op, body, f"learner request for 0x{long_hex(session)}")
         self._propose(op, request, None, cxid, session, error, list(auth))
 
     def quorum_confirmed(self, token: int) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from zkpy.config import ServerConfig
 from zkpy.errors import Code, ZookeeperError
+from zkpy.ids import long_hex
 from zkpy.server.connection import Connection
 from zkpy.server.core import Log, QueuedRead, ServerCore
 from zkpy.server.handshake import read_connect
@@ -76,7 +77,7 @@ class ReadOnlyServerCore(ServerCore):
         """Drop local sessions past their timeout; nothing else changes here (no container sweeps)."""
         for sid in self.sessions.expired(self.now_ms):
             self.sessions.remove(sid)
-            self.log(f"expiring local session 0x{sid & 0xFFFFFFFFFFFFFFFF:x}")
+            self.log(f"expiring local session 0x{long_hex(sid)}")
             self.metrics.counters["stale_sessions_expired"] += 1
             conn = self.session_conn.get(sid)
             if conn is not None:

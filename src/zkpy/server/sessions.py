@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zkpy.ids import initial_session_id, to_signed64
+from zkpy.ids import MASK64, initial_session_id, to_signed64
 
 _SUPER_SECRET = 0xB3415C00
 _MASK48 = (1 << 48) - 1
@@ -30,7 +30,7 @@ def java_random_bytes(seed: int, n: int) -> bytes:
 
 
 def session_password(session_id: int) -> bytes:
-    return java_random_bytes((session_id ^ _SUPER_SECRET) & 0xFFFFFFFFFFFFFFFF, 16)
+    return java_random_bytes((session_id ^ _SUPER_SECRET) & MASK64, 16)
 
 
 @dataclass(slots=True)
@@ -54,7 +54,7 @@ class SessionTracker:
     def partition(self, index: int, count: int) -> None:
         """Hand out only ids ``id % count == index`` (as unsigned 64-bit numbers): the ``count``
         processes serving one client port (``member.workers``) never choose the same id."""
-        unsigned = self.next_session_id & 0xFFFFFFFFFFFFFFFF
+        unsigned = self.next_session_id & MASK64
         self.next_session_id = to_signed64(unsigned + (index - unsigned) % count)
         self._stride = count
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from zkpy.ids import zxid_epoch
+from zkpy.ids import MASK64, zxid_epoch
 from zkpy.storage.disk import Disk
 from zkpy.storage.files import DataDirs, logs_after
 from zkpy.storage.snapshot import (
@@ -137,7 +137,7 @@ def _created_shares(logs: list[tuple[int, str]], datas: list[bytes], after_zxid:
 
     for (_, path), data in zip(logs, datas, strict=True):
         scan_log(path, data, after_zxid=after_zxid, sink=add)
-    return total & ((1 << 64) - 1)
+    return total & MASK64
 
 
 def _replay(disk: Disk, result: Recovered, logs: list[tuple[int, str]], log: Log,

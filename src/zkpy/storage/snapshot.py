@@ -49,9 +49,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from zkpy.errors import ProtocolError
-from zkpy.ids import to_signed64
+from zkpy.ids import MASK64, long_hex, to_signed64
 from zkpy.tree.acl import OPEN_ACL_UNSAFE
-from zkpy.tree.datatree import NO_CHILDREN, UNHASHED, DataTree, Node, node_share
+from zkpy.tree.datatree import DIGEST_STAT, NO_CHILDREN, UNHASHED, DataTree, Node, node_share
 from zkpy.wire.consts import CONTAINER_EPHEMERAL_OWNER, TTL_MASK
 from zkpy.wire.jute import read_ustring
 from zkpy.wire.proto import ACL, Id
@@ -80,13 +80,11 @@ _HEADER = struct.Struct(">iiq")
 _SESSION = struct.Struct(">qi")
 _NODE_TAIL = struct.Struct(">qqqqqiiiqq")  # acl index + StatPersisted
 _NODE_TAIL_NEXT = struct.Struct(">qqqqqiiiqqi")  # ... and the next path's length (or the end's)
-_DIGEST_STAT = struct.Struct(">qqqqqiiiq")  # DigestCalculator's field order
 _ZXID_DIGEST = struct.Struct(">qiq")
 _NULL = b"\xff\xff\xff\xff"
 _END = b"\x00\x00\x00\x01/"  # ustring "/": the end of the nodes, and of each seal
 _ZK_SUBTREE = b"/zookeeper/"
 _SYSTEM_PATHS = ("/", "/zookeeper", "/zookeeper/quota", "/zookeeper/config")
-_MASK64 = (1 << 64) - 1
 _HEX = re.compile(r"[+-]?[0-9a-fA-F]+")
 
 
@@ -393,7 +391,7 @@ def _parse(name: str, zxid: int, data: bytes, progress: ParseProgress | None = N
         _check_seal(name, data, pos, seal_at, adler)  # the checksum goes on from the first seal's
         # ZooKeeper ignores an empty digest, one older than the snapshot, and another version's
         if dversion == DIGEST_VERSION and dzxid > 0 and dzxid >= zxid:
-            trailer = (dzxid, dvalue & _MASK64)
+            trailer = (dzxid, dvalue & MASK64)
     tree.last_processed_zxid = zxid
     if progress is not None:
         progress(size, size)
@@ -447,7 +445,7 @@ def _parse_body(name: str, data: bytes, pos: int, progress: ParseProgress | None
     unknown: list[str] = []
     new_node = Node.__new__
     crc32 = zlib.crc32
-    digest_pack = _DIGEST_STAT.pack
+    digest_pack = DIGEST_STAT.pack
     tail_unpack = _NODE_TAIL_NEXT.unpack_from
     tail_size = _NODE_TAIL_NEXT.size
     int_unpack = _INT.unpack_from
@@ -547,7 +545,7 @@ def _parse_body(name: str, data: bytes, pos: int, progress: ParseProgress | None
                     node.digest = 0
                 elif not hashing:
                     node.digest = UNHASHED
-                else:
+                else:  # node_share, inlined on the path's bytes: this runs once per node loaded
                     crc = crc32(pb)
                     if d:
                         crc = crc32(d, crc)
@@ -583,7 +581,7 @@ def _parse_body(name: str, data: bytes, pos: int, progress: ParseProgress | None
     if "/" not in nodes:
         raise fail(pos, "no root node")
     tree.sessions = sessions
-    tree.digest = digest & _MASK64
+    tree.digest = digest & MASK64
     tree.data_size = data_size
     tree.setup_quotas()  # the quota roots and their counts, from the loaded nodes (DataTree.deserialize)
     return tree, unknown, pos
@@ -619,7 +617,7 @@ def node_records_digest(data: bytes, pos: int) -> int:
         pb = data[pos:pos + plen]
         pos += plen
         if pb == b"/":
-            return digest & _MASK64
+            return digest & MASK64
         (dlen,) = int_unpack(data, pos)
         pos += 4
         d = None
@@ -679,7 +677,7 @@ def _check_seal(name: str, data: bytes, pos: int, start: int = 0, adler: int = 1
         raise SnapshotError(f"{name}: truncated seal (offset {pos})")
     if stored != expected:
         raise _Definite(f"{name}: checksum mismatch at offset {pos}: "
-                            f"stored 0x{stored & _MASK64:x}, computed 0x{expected:08x}")
+                            f"stored 0x{long_hex(stored)}, computed 0x{expected:08x}")
     return end, expected
 
 
@@ -699,7 +697,7 @@ def _java_date(ms: int) -> str:
 
 
 def _hex(value: int) -> str:
-    return format(value & _MASK64, "#016x")  # Java's %#016x
+    return format(value & MASK64, "#016x")  # Java's %#016x
 
 
 def describe_snapshot(loaded: LoadedSnapshot, data: bool = False) -> Iterator[str]:

@@ -57,6 +57,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from zkpy.errors import ProtocolError
+from zkpy.ids import long_hex
 from zkpy.storage.disk import AppendFile, Disk, join
 from zkpy.tree.acl import OPEN_ACL_UNSAFE
 from zkpy.wire.consts import OpCode
@@ -89,7 +90,6 @@ _MAGIC_BYTES = TXNLOG_MAGIC.to_bytes(4, "big")
 _FRAME = struct.Struct(">qi")  # crc, length
 _HEADER_PACK = struct.Struct(">qiqqi").pack  # a TxnHeader: clientId cxid zxid time type
 _ZXID = struct.Struct(">q")
-_MASK64 = (1 << 64) - 1
 _BOUNDARY = b"B" + bytes(4)  # a record's 'B', then the high half of the next one's checksum
 _HEX = re.compile(r"[+-]?[0-9a-fA-F]+")
 _DECODE_ERRORS = (struct.error, ProtocolError, IndexError, ValueError, KeyError)
@@ -102,7 +102,7 @@ _LOG_RECORDS: dict[int, type[Record]] = {**TXN_RECORDS, int(OpCode.RECONFIG): Se
 
 def log_name(zxid: int) -> str:
     """Util.makeLogName: ``log.<zxid in lower-case hex>``."""
-    return f"{LOG_PREFIX}.{zxid & _MASK64:x}"
+    return f"{LOG_PREFIX}.{long_hex(zxid)}"
 
 
 def zxid_from_name(name: str, prefix: str) -> int | None:
@@ -198,7 +198,7 @@ class CorruptLogError(Exception):
         self.reason = reason
         self.zxid = zxid  # as the bad record's header says, if readable
         self.valid_at = valid_at  # where the later valid record starts
-        detail = f" (record of zxid 0x{zxid & _MASK64:x})" if zxid is not None else ""
+        detail = f" (record of zxid 0x{long_hex(zxid)})" if zxid is not None else ""
         later = f"; a valid record follows at offset {valid_at}" if valid_at is not None else ""
         super().__init__(f"{path}: {reason} at offset {offset}{detail}{later}")
 
@@ -602,8 +602,8 @@ def describe_entry(entry: LogEntry) -> str:
         when = when.replace("+00:00", "Z")
     except (OverflowError, ValueError, OSError):
         when = f"time={hdr.time}"
-    line = (f"{when} session 0x{hdr.clientId & _MASK64:x} cxid 0x{hdr.cxid & _MASK64:x}"
-            f" zxid 0x{hdr.zxid & _MASK64:x} {describe_txn(hdr.type, entry.txn)}")
+    line = (f"{when} session 0x{long_hex(hdr.clientId)} cxid 0x{long_hex(hdr.cxid)}"
+            f" zxid 0x{long_hex(hdr.zxid)} {describe_txn(hdr.type, entry.txn)}")
     if entry.digest is not None:
-        line += f" digest={entry.digest.version}:0x{entry.digest.treeDigest & _MASK64:x}"
+        line += f" digest={entry.digest.version}:0x{long_hex(entry.digest.treeDigest)}"
     return line

@@ -22,7 +22,7 @@ from types import MappingProxyType
 from typing import Any
 
 from zkpy.errors import Code
-from zkpy.ids import to_signed64
+from zkpy.ids import MASK64, to_signed64
 from zkpy.wire.consts import CONTAINER_EPHEMERAL_OWNER, TTL_MASK, EventType, OpNum
 from zkpy.wire.proto import ACL, Stat
 from zkpy.wire.txn import CloseSessionTxn, ErrorTxn, MultiTxn, TxnHeader, decode_txn
@@ -41,9 +41,8 @@ from .quota import (
 )
 from .watches import STANDARD, WatchTable
 
-_DIGEST_STAT = struct.Struct(">qqqqqiiiq")
+DIGEST_STAT = struct.Struct(">qqqqqiiiq")  # the stat fields a node's digest share covers, in DigestCalculator's order
 _STAT = struct.Struct(">qqqqiiiqiiq")  # jute Stat, packed straight from a node on the read path
-_MASK64 = (1 << 64) - 1
 _PLAIN_CREATES = frozenset({OpNum.CREATE, OpNum.CREATE2})
 _DEFER_DIGESTS_AT = 16  # ops in a multi from which its parents' digests are settled once, at its end
 UNHASHED = -1
@@ -129,7 +128,7 @@ def ephemeral_kind(owner: int) -> str:
 
 
 def ttl_of(owner: int) -> int:
-    return owner & ~TTL_MASK & _MASK64
+    return owner & ~TTL_MASK & MASK64
 
 
 @dataclass(slots=True)
@@ -162,7 +161,7 @@ def node_share(path: str, data: bytes | None, czxid: int, mzxid: int, pzxid: int
     crc = zlib.crc32(b"" if path == "/" else path.encode("utf-8"))
     if data:
         crc = zlib.crc32(data, crc)
-    return zlib.crc32(_DIGEST_STAT.pack(czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, owner), crc)
+    return zlib.crc32(DIGEST_STAT.pack(czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, owner), crc)
 
 
 class DataTree:
@@ -232,11 +231,11 @@ class DataTree:
         share = node.digest
         if share < 0:  # UNHASHED: the node is as it was loaded
             share = self.node_digest(path, node)
-        self.digest = (self.digest - share) & _MASK64
+        self.digest = (self.digest - share) & MASK64
 
     def _rehash(self, path: str, node: Node) -> None:
         node.digest = self.node_digest(path, node)
-        self.digest = (self.digest + node.digest) & _MASK64
+        self.digest = (self.digest + node.digest) & MASK64
 
     _rehash_parent = _rehash  # a parent after a child's create or delete (deferred while replaying)
 
@@ -253,7 +252,7 @@ class DataTree:
             return
         dirty: dict[str, Node] = {}
         self._dirty = dirty
-        mask = _MASK64
+        mask = MASK64
 
         # by identity: a dirty node deleted and created again is another node, in the total
         def unhash(path: str, node: Node) -> None:
@@ -295,7 +294,7 @@ class DataTree:
 
     def add_counted(self, share: int) -> None:
         """A sum of shares made elsewhere joins the total (a negative one leaves it)."""
-        self.digest = (self.digest + share) & _MASK64
+        self.digest = (self.digest + share) & MASK64
 
     def recount_digest(self) -> None:
         """Hash every node afresh: the total when a sum made elsewhere was lost."""
@@ -452,7 +451,7 @@ class DataTree:
             node.digest = UNHASHED
         else:
             node.digest = self.node_digest(path, node)
-            self.digest = (self.digest + node.digest) & _MASK64
+            self.digest = (self.digest + node.digest) & MASK64
         if owner:
             kind = ephemeral_kind(owner)
             if kind == "container":

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from zkpy.errors import Code, ZookeeperError
+from zkpy.ids import long_hex
 from zkpy.wire.consts import Perms
 from zkpy.wire.proto import ACL, Id, Stat
 
@@ -309,7 +310,7 @@ def format_stat(s: Stat) -> list[str]:
         f"cversion = {s.cversion}",
         f"dataVersion = {s.version}",
         f"aclVersion = {s.aversion}",
-        f"ephemeralOwner = 0x{s.ephemeralOwner & 0xFFFFFFFFFFFFFFFF:x}",
+        f"ephemeralOwner = 0x{long_hex(s.ephemeralOwner)}",
         f"dataLength = {s.dataLength}",
         f"numChildren = {s.numChildren}",
     ]
