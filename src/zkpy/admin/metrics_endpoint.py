@@ -23,7 +23,6 @@ class MetricsEndpoint:
     def __init__(self, server: ServerView) -> None:
         self.server = server
         self.runner: web.AppRunner | None = None
-        self.port: int | None = None
 
     async def start(self) -> None:
         cfg = self.server.config
@@ -54,7 +53,6 @@ class MetricsEndpoint:
                       cfg.metrics_http_port, exc.strerror or exc)
             return
         self.runner = runner
-        self.port = cfg.metrics_http_port
         log.info("Prometheus metrics on http://%s:%d/metrics", cfg.metrics_http_host, cfg.metrics_http_port)
 
     async def close(self) -> None:

@@ -1,5 +1,5 @@
-"""The Prometheus endpoint (ZooKeeper's PrometheusMetricsProvider): ``GET /metrics`` on
-``metricsProvider.httpHost:httpPort``, in the text format ``prometheus_client`` writes.
+"""What the Prometheus endpoint serves (ZooKeeper's PrometheusMetricsProvider): the figures of
+``GET /metrics`` on ``metricsProvider.httpHost:httpPort``, in the text format ``prometheus_client`` writes.
 
 Every ZooKeeper figure comes from ``fourletter.mntr_values``, read at scrape time, so the scrape
 and ``mntr`` agree by construction; nothing is recorded for Prometheus on the request path.
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client import generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric, SummaryMetricFamily, UnknownMetricFamily
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
@@ -118,7 +117,3 @@ def registry_for(server: ServerView) -> CollectorRegistry:
         GCCollector(registry=registry)
     return registry
 
-
-def scrape(server: ServerView, registry: CollectorRegistry | None = None) -> str:
-    """The text a scrape of ``/metrics`` gets."""
-    return generate_latest(registry or registry_for(server)).decode("utf-8")
