@@ -306,40 +306,41 @@ _FAST_CREATES = frozenset({int(OpCode.CREATE), int(OpCode.CREATE2)})
 _OPEN_ACL_BYTES = b"".join((b"\0\0\0\x01", struct.pack(">i", 31), b"\0\0\0\x05world", b"\0\0\0\x06anyone"))
 
 
-def _fast_create(payload: memoryview, pos: int) -> FastCreate | None:
-    """A CreateTxn at ``pos`` read straight into a tuple, or None when it is not one whose end
-    falls where a record ends (the generic decoder then reads it, with its fallbacks)."""
-    size = len(payload)
-    (n,) = _LEN.unpack_from(payload, pos)
+def _fast_create(data: bytes, pos: int, size: int) -> FastCreate | None:
+    """The CreateTxn at offset ``pos`` of the log's bytes, whose record's payload ends at ``size``,
+    read straight into a tuple (slices of ``data``: one copy each, no view in between); None when
+    it is not one whose end falls where the payload ends (the generic decoder then reads it, with
+    its fallbacks)."""
+    (n,) = _LEN.unpack_from(data, pos)
     pos += 4
     end = pos + n
     if n < 0 or end > size:
         return None
-    path = str(payload[pos:end], "utf-8", "replace")
-    (n,) = _LEN.unpack_from(payload, end)
+    path = data[pos:end].decode("utf-8", "replace")
+    (n,) = _LEN.unpack_from(data, end)
     pos = end + 4
-    data: bytes | None
+    value: bytes | None
     if n >= 0:
         end = pos + n
         if end > size:
             return None
-        data = bytes(payload[pos:end])
+        value = data[pos:end]
     elif n == -1:
-        data, end = None, pos
+        value, end = None, pos
     else:
         return None
     acl: tuple[ACL, ...] | list[ACL]
-    if payload[end:end + 27] == _OPEN_ACL_BYTES:
-        acl, pos = OPEN_ACL_UNSAFE, end + 27
-    else:
-        acl, pos = _READ_ACLS(payload, end)
+    if data.startswith(_OPEN_ACL_BYTES, end):
+        acl, pos = OPEN_ACL_UNSAFE, end + len(_OPEN_ACL_BYTES)
+    else:  # (read within the payload: a vector may not run into the next record)
+        acl, pos = _READ_ACLS(memoryview(data)[:size], end)
     if pos + 5 > size:
         return None
-    ephemeral, pcv = _CREATE_TAIL.unpack_from(payload, pos)
+    ephemeral, pcv = _CREATE_TAIL.unpack_from(data, pos)
     pos += 5
     if pos != size and size - pos < 12:
         return None  # not a create of 3.8's shape followed by nothing or a digest
-    return path, data, acl, ephemeral, pcv
+    return path, value, acl, ephemeral, pcv
 
 
 _ZERO_BLOCK = bytes(1 << 16)
@@ -376,27 +377,29 @@ def scan_log(path: str, data: bytes, after_zxid: int = -1, sink: ReplaySink | No
     last_zxid = -1
     pos = HEADER_SIZE
     frame = _FRAME.unpack_from
+    header = _TXN_HEADER.unpack_from
     adler32 = zlib.adler32
     while pos < limit:
         try:
             if sink is None:
                 payload, end = _frame_at(view, pos, limit)
-            else:  # _frame_at inlined: this loop runs once per txn of a replay
+                zxid = _ZXID.unpack_from(payload, ZXID_OFFSET - 12)[0]
+            else:  # _frame_at inlined, over the bytes themselves: this runs once per txn of a replay
                 if pos + 12 > limit:
                     raise _Bad("truncated record")
-                crc, length = frame(view, pos)
+                crc, length = frame(data, pos)
                 end = pos + 13 + length
-                if length < TXN_HEADER_SIZE or end > limit or view[end - 1] != END_OF_RECORD:
+                if length < TXN_HEADER_SIZE or end > limit or data[end - 1] != END_OF_RECORD:
                     payload, end = _frame_at(view, pos, limit)  # says what is wrong
                 payload = view[pos + 12:end - 1]
                 if adler32(payload) != crc:
                     raise _Bad("checksum mismatch")
-            zxid = _ZXID.unpack_from(payload, ZXID_OFFSET - 12)[0]
+                head = header(data, pos + 12)
+                zxid = head[2]
             if zxid > after_zxid:
                 if sink is not None:
                     try:
-                        head = _TXN_HEADER.unpack_from(payload, 0)
-                        fast = _fast_create(payload, TXN_HEADER_SIZE) if head[4] in _FAST_CREATES else None
+                        fast = _fast_create(data, pos + 12 + TXN_HEADER_SIZE, end - 1) if head[4] in _FAST_CREATES else None
                         txn: FastCreate | Record = fast if fast is not None else _decode_payload(payload)[1]
                     except _DECODE_ERRORS as exc:
                         raise _Bad(f"undecodable txn ({exc})") from exc

@@ -218,6 +218,38 @@ def test_after_zxid_skips_decoding_earlier_entries() -> None:
     assert scan.last_zxid == 6 and scan.good_end == len(data)
 
 
+_ACLS = st.sampled_from([OPEN, [ACL(1, Id("digest", "u:x"))], [ACL(31, Id("world", "anyone")), ACL(1, Id("ip", "1.2.3.4"))], []])
+_CREATES = st.builds(CreateTxn, st.text(max_size=30).map(lambda s: "/" + s), st.none() | st.binary(max_size=40), _ACLS,
+                     st.booleans(), st.integers(-1, 2**31 - 1))
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from([OpCode.CREATE, OpCode.CREATE2, OpCode.DELETE]), _CREATES, st.booleans()),
+                min_size=1, max_size=12))
+def test_the_replay_sink_reads_what_the_record_decoder_reads(ops: list[tuple[int, CreateTxn, bool]]) -> None:
+    """A replay's sink gets plain creates as tuples read straight from the bytes: they must say
+    what the generic decoder reads (path, data, ACL, ephemeral, parentCVersion), with or without
+    a digest after them; other txns come as their records."""
+    recs = [encode_entry(header(z, op), txn if op != OpCode.DELETE else DeleteTxn(txn.path),
+                         digest_of(z) if digest else None)
+            for z, (op, txn, digest) in enumerate(ops, 1)]
+    path, data = write_log(recs, prealloc=4096)
+    sunk: list[tuple[int, int, Record]] = []
+
+    def sink(offset: int, head: tuple[int, int, int, int, int], txn: object, payload: memoryview) -> None:
+        assert bytes(payload) == recs[len(sunk)][12:-1]
+        if type(txn) is tuple:
+            assert head[4] in (OpCode.CREATE, OpCode.CREATE2)
+            txn = CreateTxn(txn[0], txn[1], list(txn[2]), txn[3], txn[4])
+        assert isinstance(txn, Record)
+        sunk.append((offset, head[2], txn))
+
+    scan = scan_log(path, data, sink=sink)
+    expected = scan_log(path, data).entries
+    assert sunk == [(e.offset, e.hdr.zxid, e.txn) for e in expected]
+    assert scan.good_end == expected[-1].end and not scan.torn
+
+
 # --- writer ---
 
 
