@@ -69,9 +69,13 @@ class Row:
 
     def summary(self) -> dict[str, Any]:
         merged = self.result.merged(self.kinds)
+        ops_per_s = merged.ops / self.result.duration_s
+        cpu = self.result.server_cpu
         return {
             "workload": self.workload, "server": self.server,
-            "ops_per_s": merged.ops / self.result.duration_s,
+            "ops_per_s": ops_per_s,
+            # the per-core cost: server CPU-µs per op, whatever the number of cores it used
+            "cpu_us_per_op": cpu / ops_per_s * 1e6 if cpu is not None and ops_per_s else None,
             "p50_ms": percentile_ms(merged.latencies_ns, 50), "p99_ms": percentile_ms(merged.latencies_ns, 99),
             "ops": merged.ops, "errors": self.errors, "error_codes": self.result.error_codes,
             "round_ops_per_s": self.round_rates,
@@ -104,10 +108,10 @@ def table(rows: list[Row]) -> str:
     head = ["workload"]
     for s in servers:
         n = SERVER_NAMES.get(s, s)
-        head += [f"{n} ops/s", f"{n} p50 ms", f"{n} p99 ms", f"{n} CPU (gen)"]
+        head += [f"{n} ops/s", f"{n} p50 ms", f"{n} p99 ms", f"{n} CPU (gen)", f"{n} CPU-µs/op"]
     compare = "zkpy" in servers and "apache" in servers
     if compare:
-        head += ["ops/s zkpy/ZK", "p99 zkpy/ZK"]
+        head += ["ops/s zkpy/ZK", "p99 zkpy/ZK", "CPU/op zkpy/ZK"]
     head += ["errors"]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     for w in order:
@@ -116,15 +120,16 @@ def table(rows: list[Row]) -> str:
         for s in servers:
             d = by_workload[w].get(s)
             if d is None:
-                cells += ["-"] * 4
+                cells += ["-"] * 5
                 continue
             errors += d["errors"]
             cpu = f"{_fmt(d['server_cpu'])} ({_fmt(d['generator_cpu'])})"
-            cells += [_fmt(d["ops_per_s"], 0), _fmt(d["p50_ms"]), _fmt(d["p99_ms"]), cpu]
+            cells += [_fmt(d["ops_per_s"], 0), _fmt(d["p50_ms"]), _fmt(d["p99_ms"]), cpu, _fmt(d["cpu_us_per_op"], 1)]
         if compare:
             z, a = by_workload[w].get("zkpy"), by_workload[w].get("apache")
             cells += [_ratio(z and z["ops_per_s"], a and a["ops_per_s"]),
-                      _ratio(z and z["p99_ms"], a and a["p99_ms"])]
+                      _ratio(z and z["p99_ms"], a and a["p99_ms"]),
+                      _ratio(z and z["cpu_us_per_op"], a and a["cpu_us_per_op"])]
         cells.append(str(errors))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
