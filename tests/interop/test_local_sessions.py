@@ -116,9 +116,26 @@ def _until(check: Callable[[], bool], seconds: float) -> bool:
     return True
 
 
+def _modes(servers: list[ServerProcess], seconds: float = 30.0) -> dict[int, str]:
+    """Each member's ``srvr`` mode by port, asked again until every member answered: one
+    ``server_mode`` gives up after a second, which a loaded machine can take to answer, and a
+    member without its role would be compared under the wrong key."""
+    modes: dict[int, str] = {}
+    deadline = time.monotonic() + seconds
+    while True:
+        for s in servers:
+            if s.port not in modes and (mode := server_mode(s, timeout=5.0)) is not None:
+                modes[s.port] = mode
+        if len(modes) == len(servers):
+            return modes
+        assert time.monotonic() < deadline, f"members {sorted(set(s.port for s in servers) - set(modes))} " \
+                                            f"reported no mode within {seconds}s"
+        time.sleep(0.1)
+
+
 def scenario(servers: list[ServerProcess]) -> dict[str, object]:
     """What a client observes of local sessions on each member (see the module's docstring)."""
-    roles = {s.port: server_mode(s) or "?" for s in servers}
+    roles = _modes(servers)
     out: dict[str, object] = {}
     for home in servers:
         key = f"{roles[home.port]}/upgrading={UPGRADES[int(home.extra['myid'])]}"
@@ -194,8 +211,9 @@ def _on_member(home: ServerProcess, others: list[ServerProcess], roles: dict[int
 def after_leader_change(servers: list[ServerProcess]) -> dict[str, object]:
     """A follower's local session and an upgraded one, then the leader is killed: once the
     follower serves the new leader, is either session still there?"""
-    leader = next(s for s in servers if server_mode(s) == "leader")
-    home = next(s for s in servers if server_mode(s) == "follower" and UPGRADES[int(s.extra["myid"])] == "true")
+    modes = _modes(servers)
+    leader = next(s for s in servers if modes[s.port] == "leader")
+    home = next(s for s in servers if modes[s.port] == "follower" and UPGRADES[int(s.extra["myid"])] == "true")
     local = Session(home, timeout_ms=10_000)
     upgraded = Session(home, timeout_ms=10_000)
     r: dict[str, object] = {"ephemeral": upgraded.create(f"/ls-{uuid.uuid4().hex[:8]}", CreateMode.EPHEMERAL)}
