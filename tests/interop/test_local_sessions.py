@@ -32,7 +32,14 @@ import pytest
 from tests.conftest import require_apache
 from tests.helpers.rawzk import RawConn
 
-from zkpy.testing.servers import ServerProcess, cleanup_ensemble, four_letter, server_mode, start_ensemble
+from zkpy.testing.servers import (
+    ServerProcess,
+    cleanup_ensemble,
+    four_letter,
+    server_mode,
+    start_ensemble,
+    wait_ensemble_serving,
+)
 from zkpy.wire.consts import CreateMode, OpCode
 from zkpy.wire.multi import Op, read_multi_response, write_multi_request
 from zkpy.wire.proto import ACL, CreateRequest, ExistsRequest, GetDataRequest, Id, SetDataRequest, SyncRequest
@@ -116,26 +123,9 @@ def _until(check: Callable[[], bool], seconds: float) -> bool:
     return True
 
 
-def _modes(servers: list[ServerProcess], seconds: float = 30.0) -> dict[int, str]:
-    """Each member's ``srvr`` mode by port, asked again until every member answered: one
-    ``server_mode`` gives up after a second, which a loaded machine can take to answer, and a
-    member without its role would be compared under the wrong key."""
-    modes: dict[int, str] = {}
-    deadline = time.monotonic() + seconds
-    while True:
-        for s in servers:
-            if s.port not in modes and (mode := server_mode(s, timeout=5.0)) is not None:
-                modes[s.port] = mode
-        if len(modes) == len(servers):
-            return modes
-        assert time.monotonic() < deadline, f"members {sorted(set(s.port for s in servers) - set(modes))} " \
-                                            f"reported no mode within {seconds}s"
-        time.sleep(0.1)
-
-
 def scenario(servers: list[ServerProcess]) -> dict[str, object]:
     """What a client observes of local sessions on each member (see the module's docstring)."""
-    roles = _modes(servers)
+    roles = wait_ensemble_serving(servers)  # every member's role, asked until it answers
     out: dict[str, object] = {}
     for home in servers:
         key = f"{roles[home.port]}/upgrading={UPGRADES[int(home.extra['myid'])]}"
@@ -211,7 +201,7 @@ def _on_member(home: ServerProcess, others: list[ServerProcess], roles: dict[int
 def after_leader_change(servers: list[ServerProcess]) -> dict[str, object]:
     """A follower's local session and an upgraded one, then the leader is killed: once the
     follower serves the new leader, is either session still there?"""
-    modes = _modes(servers)
+    modes = wait_ensemble_serving(servers)
     leader = next(s for s in servers if modes[s.port] == "leader")
     home = next(s for s in servers if modes[s.port] == "follower" and UPGRADES[int(s.extra["myid"])] == "true")
     local = Session(home, timeout_ms=10_000)

@@ -267,23 +267,27 @@ def ensemble_leader(servers: Sequence[ServerProcess], deadline_s: float = 30.0) 
         time.sleep(0.05)
 
 
-def wait_ensemble_serving(servers: Sequence[ServerProcess], deadline_s: float = 60.0) -> None:
-    """Wait until every running server of ``servers`` is a serving leader, follower or observer."""
+def wait_ensemble_serving(servers: Sequence[ServerProcess], deadline_s: float = 60.0) -> dict[int, str]:
+    """Wait until every running server of ``servers`` is a serving leader, follower or observer;
+    the mode each reported, by client port (a ``srvr`` that is slow to answer is asked again)."""
     deadline = time.monotonic() + deadline_s
     pending = [s for s in servers if s.proc.poll() is None]
+    modes: dict[int, str] = {}
     while pending:
         for s in list(pending):
             if s.proc.poll() is not None:
                 raise RuntimeError(f"ensemble server {s.extra.get('myid')} exited with {s.proc.returncode}:\n"
                                    f"{s.log()[-4000:]}")
-            if server_mode(s) in ("leader", "follower", "observer"):
+            mode = server_mode(s)
+            if mode in ("leader", "follower", "observer"):
+                modes[s.port] = mode
                 pending.remove(s)
-        if not pending:
-            return
-        if time.monotonic() >= deadline:
+        if pending and time.monotonic() >= deadline:
             logs = "\n".join(f"--- server {s.extra.get('myid')}:\n{s.log()[-2000:]}" for s in pending)
             raise RuntimeError(f"ensemble not serving within {deadline_s}s:\n{logs}")
-        time.sleep(0.05)
+        if pending:
+            time.sleep(0.05)
+    return modes
 
 
 def _member_command(kind: str, cfg: str, jvm_props: Mapping[str, str] | None) -> list[str]:
