@@ -15,6 +15,10 @@
 * An `Output` (``server.outputs``: a client connection of the serving pipeline has bytes to
   write, or is closing) may run as soon as it comes: the pipeline writes a reply only after
   the txn it answers was applied, so after it was durable on a quorum.
+* With serving processes (``serverWorkers``): `StartWorkers` comes right after `Serving`; a
+  batch that applied txns opens with `PublishApplied` (the zxid is shared with the workers
+  before any reply of the batch leaves, so a read on a worker waits for it), and ends with
+  each worker link's `ToWorker` (the txns applied, after them the answers relayed for it).
 * Trace effects (`Traced`) come only from a core made with ``trace=True`` (the simulator's
   checkers read them); a shell that does not trace never sees one.
 """
@@ -24,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from zkpy.config import QuorumConfig
+from zkpy.member.workers import WorkerHub
 from zkpy.server.core import ServerCore
 from zkpy.server.outputs import Output
 from zkpy.tree.datatree import DataTree
@@ -99,6 +104,30 @@ class ActivateConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class StartWorkers:
+    """The term serves with ``count`` processes (``serverWorkers``): start the other count-1 and
+    link each to ``hub`` (``attach``, ``receive``, ``detach``, by link id 1..count-1)."""
+
+    count: int
+    hub: WorkerHub
+
+
+@dataclass(frozen=True, slots=True)
+class PublishApplied:
+    """Write ``zxid``, the last txn applied, where the workers read it (before the batch's other effects)."""
+
+    zxid: int
+
+
+@dataclass(frozen=True, slots=True)
+class ToWorker:
+    """Write ``data`` to worker ``link``."""
+
+    link: int
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class EndTerm:
     reason: str
 
@@ -154,9 +183,9 @@ class SnapshotLoaded:
 
 
 Traced = PacketIn | PacketOut | Proposed | Logged | Applied | SnapshotLoaded
-Effect = Send | CloseLink | AppendLog | WriteEpoch | WriteSnapshot | Truncate | Serving | ActivateConfig | EndTerm \
-    | Output | Traced
+Effect = Send | CloseLink | AppendLog | WriteEpoch | WriteSnapshot | Truncate | Serving | ActivateConfig \
+    | StartWorkers | PublishApplied | ToWorker | EndTerm | Output | Traced
 
 __all__ = ["LEADER_LINK", "ActivateConfig", "AppendLog", "Applied", "CloseLink", "Effect", "EndTerm", "Logged", "PacketIn",
-           "Output", "PacketOut", "Proposed", "Send", "Serving", "SnapshotLoaded", "Traced", "Truncate", "WriteEpoch",
-           "WriteSnapshot"]
+           "Output", "PacketOut", "Proposed", "PublishApplied", "Send", "Serving", "SnapshotLoaded", "StartWorkers",
+           "ToWorker", "Traced", "Truncate", "WriteEpoch", "WriteSnapshot"]

@@ -21,7 +21,7 @@ either becomes active once the epoch is established.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, assert_never
 
 from zkpy.config import QuorumConfig, ServerConfig
 from zkpy.errors import (
@@ -39,18 +39,17 @@ from zkpy.quorum.sync import CommittedLog, LoggedTxn
 from zkpy.quorum.verifier import QuorumVerifier
 from zkpy.ratelimit import LogLimiter
 from zkpy.server.leader import LeaderServerCore
-from zkpy.server.outputs import CheckQuorum, Propose, ServerOutput
+from zkpy.server.outputs import CheckQuorum, Forward, Propose, Revalidate, Touches
 from zkpy.storage.epochs import ACCEPTED_EPOCH, CURRENT_EPOCH
 from zkpy.storage.snapshot import snapshot_stream
-from zkpy.storage.txnlog import encode_payload
+from zkpy.storage.txnlog import decode_payload, encode_payload
 from zkpy.wire.consts import OpCode
 from zkpy.wire.proto import ReconfigRequest
 from zkpy.wire.quorum import PacketType, QuorumPacketReader
-from zkpy.wire.txn import TxnHeader
 
-from .effects import ActivateConfig, AppendLog, Applied, PacketIn, Proposed, Serving, WriteEpoch
+from .effects import ActivateConfig, AppendLog, PacketIn, Proposed, Serving, WriteEpoch
 from .history import History
-from .term import Log, TermCore
+from .term import Log, TermCore, ZabOutput
 
 _SYNC_MODES = (PacketType.DIFF, PacketType.TRUNC, PacketType.SNAP)
 
@@ -123,13 +122,13 @@ class LeadingCore(TermCore):
 
     def carry_over(self) -> History:
         """Every proposal handed to the log is on disk once the shell's log is closed: the next
-        term starts from this tree with those applied."""
+        term starts from this tree with those applied (the proposals Zab had not committed)."""
         committed = list(self.zab.committed)
         carried = []
-        if self.server is not None:
-            for hdr, txn in self.server.handed_txns():
-                self.tree.apply(hdr, txn)
-                carried.append(LoggedTxn(hdr.zxid, encode_payload(hdr, txn)))
+        for o in self.zab.outstanding:
+            hdr, txn = decode_payload(o.data)
+            self.tree.apply(hdr, txn)
+            carried.append(LoggedTxn(o.zxid, o.data))
         self.tree.events.clear()
         return History(self.tree, committed + carried, carried)
 
@@ -215,20 +214,22 @@ class LeadingCore(TermCore):
     def _logged(self, zxid: int) -> None:
         self.zab.logged(zxid)
 
-    def _to_zab(self, outputs: list[ServerOutput]) -> None:
+    def _to_zab(self, outputs: list[ZabOutput]) -> None:
         """The pipeline's txns to the log and the voters (one `AppendLog` per run of them), its
         quorum checks (zkpy.quorumSync) to Zab."""
         new: list[Propose] = []
         for o in outputs:
-            if isinstance(o, Propose):
-                new.append(o)
-                continue
-            self._propose(new)
-            new = []
-            if isinstance(o, CheckQuorum):
-                self.zab.check_quorum(o.token)
-            else:
-                raise AssertionError(f"the leader's pipeline produced {o!r}")
+            match o:
+                case Propose():
+                    new.append(o)
+                case CheckQuorum():
+                    self._propose(new)
+                    new = []
+                    self.zab.check_quorum(o.token)
+                case Forward() | Revalidate() | Touches():
+                    raise AssertionError(f"the leader's pipeline produced {o!r}")
+                case _:
+                    assert_never(o)
         self._propose(new)
 
     def _propose(self, new: list[Propose]) -> None:
@@ -239,6 +240,7 @@ class LeadingCore(TermCore):
         payloads = tuple(encode_payload(p.hdr, p.txn, p.body) for p in new)
         self._effects.append(AppendLog(zxids, payloads))
         self.logging.extend(zxids)
+        self._log_to_workers(zxids, payloads)
         sizes = self.proposal_sizes
         for p, zxid, payload in zip(new, zxids, payloads):
             size = len(payload)
@@ -258,60 +260,65 @@ class LeadingCore(TermCore):
         while actions := self.zab.ready():
             encoded: dict[int, bytes] = {}  # a packet sent to every learner is encoded once
             for a in actions:
-                if isinstance(a, zl.Send):
-                    if a.cid not in self._readers:
-                        continue
-                    data = encoded.get(id(a.packet))
-                    if data is None:
-                        data = encoded[id(a.packet)] = a.packet.to_bytes()
-                    if a.snapshot:
-                        data += snapshot_stream(self.tree)
-                    if a.packet.type in _SYNC_MODES:
-                        self._log_sync_mode(a.cid, a.packet)
-                    self._send(a.cid, a.packet, data, a.snapshot)
-                elif isinstance(a, zl.Commit):
-                    self._commit(a.count)
-                elif isinstance(a, zl.LearnerRequest):
-                    if self.server is not None:
-                        self.server.learner_request(a.session, a.cxid, a.type, a.body, a.auth)
-                elif isinstance(a, zl.LearnerSync):
-                    self._take_pipeline()  # the requests the learner sent before it come first
-                    self.zab.learner_sync(a.cid)
-                elif isinstance(a, zl.Touch):
-                    if self.server is not None:
-                        self.server.touch(a.touches)
-                elif isinstance(a, zl.Revalidate):
-                    valid = self.server.revalidate(a.session, a.timeout_ms) if self.server is not None else False
-                    self.zab.revalidated(a.cid, a.session, valid)
-                elif isinstance(a, zl.Close):
-                    self._log_limiter.log(self.log, "learner dropped", "learners", self.now_ms,
-                                          f"dropping learner connection {a.cid}: {a.reason}")
-                    self._readers.pop(a.cid, None)
-                    self._close_link(a.cid, a.reason)
-                elif isinstance(a, zl.SetAcceptedEpoch):
-                    self._effects.append(WriteEpoch(ACCEPTED_EPOCH, a.epoch))
-                elif isinstance(a, zl.SetCurrentEpoch):
-                    self._effects.append(WriteEpoch(CURRENT_EPOCH, a.epoch))
-                elif isinstance(a, zl.Established):
-                    self._establish(a.epoch)
-                elif isinstance(a, zl.Activate):
-                    if self._reconfig is not None and self._reconfig[0] == a.zxid:
-                        new = self._reconfig[1]
-                        self._reconfig = None
-                        self.log(f"reconfig 0x{a.zxid:x} committed: config 0x{new.config_version:x} is active"
-                                 + ("" if a.designated == self.zab.sid else
-                                    f"; server {a.designated} is the designated leader"))
-                        self._activate(new)
-                        if a.designated != self.zab.sid:
-                            self.designated = a.designated
-                elif isinstance(a, zl.QuorumConfirmed):
-                    if self.server is not None:
-                        self.server.quorum_confirmed(a.token)
-                elif isinstance(a, zl.Failed):
-                    self._end(a.reason)
-                else:
-                    raise AssertionError(f"the leader core emitted {a!r}, which the member does not know")
+                match a:
+                    case zl.Send():
+                        if a.cid not in self._readers:
+                            continue
+                        data = encoded.get(id(a.packet))
+                        if data is None:
+                            data = encoded[id(a.packet)] = a.packet.to_bytes()
+                        if a.snapshot:
+                            data += snapshot_stream(self.tree)
+                        if a.packet.type in _SYNC_MODES:
+                            self._log_sync_mode(a.cid, a.packet)
+                        self._send(a.cid, a.packet, data, a.snapshot)
+                    case zl.Commit():
+                        self._commit(a.count)
+                    case zl.LearnerRequest():
+                        if self.server is not None:
+                            self.server.learner_request(a.session, a.cxid, a.type, a.body, a.auth)
+                    case zl.LearnerSync():
+                        self._take_pipeline()  # the requests the learner sent before it come first
+                        self.zab.learner_sync(a.cid)
+                    case zl.Touch():
+                        if self.server is not None:
+                            self.server.touch(a.touches)
+                    case zl.Revalidate():
+                        valid = self.server.revalidate(a.session, a.timeout_ms) if self.server is not None else False
+                        self.zab.revalidated(a.cid, a.session, valid)
+                    case zl.Close():
+                        self._log_limiter.log(self.log, "learner dropped", "learners", self.now_ms,
+                                              f"dropping learner connection {a.cid}: {a.reason}")
+                        self._readers.pop(a.cid, None)
+                        self._close_link(a.cid, a.reason)
+                    case zl.SetAcceptedEpoch():
+                        self._effects.append(WriteEpoch(ACCEPTED_EPOCH, a.epoch))
+                    case zl.SetCurrentEpoch():
+                        self._effects.append(WriteEpoch(CURRENT_EPOCH, a.epoch))
+                    case zl.Established():
+                        self._establish(a.epoch)
+                    case zl.Activate():
+                        self._reconfig_committed(a.zxid, a.designated)
+                    case zl.QuorumConfirmed():
+                        if self.server is not None:
+                            self.server.quorum_confirmed(a.token)
+                    case zl.Failed():
+                        self._end(a.reason)
+                    case _:
+                        assert_never(a)
         return True
+
+    def _reconfig_committed(self, zxid: int, designated: int) -> None:
+        """The reconfig ``zxid`` committed: its config is active, and names the next leader."""
+        if self._reconfig is None or self._reconfig[0] != zxid:
+            return
+        new = self._reconfig[1]
+        self._reconfig = None
+        self.log(f"reconfig 0x{zxid:x} committed: config 0x{new.config_version:x} is active"
+                 + ("" if designated == self.zab.sid else f"; server {designated} is the designated leader"))
+        self._activate(new)
+        if designated != self.zab.sid:
+            self.designated = designated
 
     def _log_sync_mode(self, cid: int, packet: Any) -> None:
         """One line per learner sync: the mode chosen (DIFF, TRUNC or SNAP) and from where."""
@@ -331,9 +338,6 @@ class LeadingCore(TermCore):
         self.metrics.counters["commit_count"] += count
         server.apply_persisted(count)
 
-    def _trace_applied(self, hdr: TxnHeader, txn: Any) -> None:
-        self._effects.append(Applied(hdr.zxid, encode_payload(hdr, txn), hdr, self.tree.digest))
-
     def _establish(self, epoch: int) -> None:
         self.log(f"epoch {epoch} established with a quorum: serving as leader")
         self.established_ms = self.now_ms
@@ -342,10 +346,9 @@ class LeadingCore(TermCore):
             self._activate(self._newleader_quorum)
         self.tree.set_config_node(self.config_data, self.quorum.config_version, self.wall_ms)
         self.server = LeaderServerCore(self.config, self.now_ms, self.wall_ms, log=self.log, tree=self.tree,
-                                       next_zxid=make_zxid(epoch, 1))
+                                       next_zxid=make_zxid(epoch, 1), trace=self.trace)
         self.server.prep.reconfigurer = self
         self.server.metrics = self.metrics
-        if self.trace:
-            self.server.on_apply = self._trace_applied
         self._effects.append(Serving(epoch, self.server))
+        self._start_workers(self.server)
 

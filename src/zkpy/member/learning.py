@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import struct
 from collections import deque
+from typing import assert_never
 
 from zkpy.config import LearnerType, QuorumConfig, ServerConfig
 from zkpy.errors import ProtocolError
@@ -28,7 +29,7 @@ from zkpy.quorum import dynconfig
 from zkpy.quorum import learner as zf
 from zkpy.quorum.sync import DEFAULT_COMMITTED_LOG, LoggedTxn
 from zkpy.server.learner import LearnerServerCore
-from zkpy.server.outputs import Forward, Revalidate, ServerOutput
+from zkpy.server.outputs import CheckQuorum, Forward, Propose, Revalidate, Touches
 from zkpy.storage.epochs import ACCEPTED_EPOCH, CURRENT_EPOCH
 from zkpy.storage.recovery import Recovered
 from zkpy.storage.snapshot import parse_snapshot_stream
@@ -50,7 +51,7 @@ from .effects import (
     WriteSnapshot,
 )
 from .history import History
-from .term import Log, TermCore
+from .term import Log, TermCore, ZabOutput
 
 _TOUCH = struct.Struct(">qi")
 
@@ -86,6 +87,7 @@ class LearningCore(TermCore):
         self._snap_searched = 0
         self._to_log: list[tuple[int, bytes]] = []
         self._held: deque[zf.Action] = deque()  # the Zab core's actions not run yet (after a barrier)
+        self._pings: deque[int] = deque()  # the zxids of PINGs whose reply waits for the pipeline's touches
         self._started = False
 
     # ---- inputs
@@ -114,15 +116,24 @@ class LearningCore(TermCore):
         if self.server is not None:
             self.server.tick()
 
-    def _to_zab(self, outputs: list[ServerOutput]) -> None:
-        """What the pipeline sends the leader, in order."""
+    def _to_zab(self, outputs: list[ZabOutput]) -> None:
+        """What the pipeline sends the leader, in order; its touches answer the oldest PING."""
         for o in outputs:
-            if isinstance(o, Forward):
-                self.zab.request(o.session, o.cxid, o.op, o.body, o.auth)
-            elif isinstance(o, Revalidate):
-                self.zab.revalidate(o.session, o.timeout_ms)
-            else:
-                raise AssertionError(f"a learner's pipeline produced {o!r}")
+            match o:
+                case Forward():
+                    self.zab.request(o.session, o.cxid, o.op, o.body, o.auth)
+                case Revalidate():
+                    self.zab.revalidate(o.session, o.timeout_ms)
+                case Touches():
+                    self._ping_reply(self._pings.popleft(), o.sessions)
+                case Propose() | CheckQuorum():
+                    raise AssertionError(f"a learner's pipeline produced {o!r}")
+                case _:
+                    assert_never(o)
+
+    def _ping_reply(self, zxid: int, touches: tuple[tuple[int, int], ...]) -> None:
+        data = b"".join(_TOUCH.pack(s, t) for s, t in touches)
+        self._send(LEADER_LINK, QuorumPacket(PacketType.PING, zxid, data, None))
 
     def truncated(self, recovered: Recovered) -> None:
         """The log was cut after the `Truncate`'s zxid and the data dir recovered into
@@ -229,53 +240,58 @@ class LearningCore(TermCore):
                 a = held.popleft()
                 if not isinstance(a, zf.Log):
                     self._log_pending()
-                if isinstance(a, zf.Send):
-                    self._send(LEADER_LINK, a.packet)
-                elif isinstance(a, zf.Log):
-                    if self.trace:
-                        self._effects.append(Logged(a.zxid, a.data))
-                    self.logging.append(a.zxid)
-                    self._to_log.append((a.zxid, a.data))
-                elif isinstance(a, zf.Apply):
-                    self._apply(a.zxid, a.data)
-                elif isinstance(a, zf.PingReply):
-                    touches = self.server.take_touches() if self.server is not None else []
-                    data = b"".join(_TOUCH.pack(s, t) for s, t in touches)
-                    self._send(LEADER_LINK, QuorumPacket(PacketType.PING, a.zxid, data, None))
-                elif isinstance(a, zf.Revalidated):
-                    if self.server is not None:
-                        self.server.revalidated(a.session, a.valid)
-                elif isinstance(a, zf.SyncDone):
-                    if self.server is not None:
-                        self.server.sync_done()
-                elif isinstance(a, zf.SetAcceptedEpoch):
-                    self._effects.append(WriteEpoch(ACCEPTED_EPOCH, a.epoch))
-                elif isinstance(a, zf.SetCurrentEpoch):
-                    self._effects.append(WriteEpoch(CURRENT_EPOCH, a.epoch))
-                elif isinstance(a, zf.Truncate):
-                    self.log(f"truncating my log to 0x{a.zxid:x} for leader {self.leader_sid}")
-                    self.truncating = a.zxid
-                    self._barrier(Truncate(a.zxid))
-                    return False
-                elif isinstance(a, zf.TakeSnapshot):
-                    self._barrier(WriteSnapshot(self.tree))
-                    return False
-                elif isinstance(a, zf.Activate):
-                    self._activate(self._reconfig_data, a.designated)
-                elif isinstance(a, zf.LeaderConfig):
-                    self._activate(a.data, None)
-                elif isinstance(a, zf.Serve):
-                    if self.ended is None:
-                        self._serve(a.epoch)
-                elif isinstance(a, zf.Failed):
-                    self._end(a.reason)
-                else:
-                    raise AssertionError(f"the learner core emitted {a!r}, which the member does not know")
+                match a:
+                    case zf.Send():
+                        self._send(LEADER_LINK, a.packet)
+                    case zf.Log():
+                        if self.trace:
+                            self._effects.append(Logged(a.zxid, a.data))
+                        self.logging.append(a.zxid)
+                        self._to_log.append((a.zxid, a.data))
+                    case zf.Apply():
+                        self._apply(a.zxid, a.data)
+                    case zf.PingReply():
+                        if self.server is not None:  # its touches come back as an output (``_to_zab``)
+                            self._pings.append(a.zxid)
+                            self.server.report_touches()
+                        else:
+                            self._ping_reply(a.zxid, ())
+                    case zf.Revalidated():
+                        if self.server is not None:
+                            self.server.revalidated(a.session, a.valid)
+                    case zf.SyncDone():
+                        if self.server is not None:
+                            self.server.sync_done()
+                    case zf.SetAcceptedEpoch():
+                        self._effects.append(WriteEpoch(ACCEPTED_EPOCH, a.epoch))
+                    case zf.SetCurrentEpoch():
+                        self._effects.append(WriteEpoch(CURRENT_EPOCH, a.epoch))
+                    case zf.Truncate():
+                        self.log(f"truncating my log to 0x{a.zxid:x} for leader {self.leader_sid}")
+                        self.truncating = a.zxid
+                        self._barrier(Truncate(a.zxid))
+                        return False
+                    case zf.TakeSnapshot():
+                        self._barrier(WriteSnapshot(self.tree))
+                        return False
+                    case zf.Activate():
+                        self._activate(self._reconfig_data, a.designated)
+                    case zf.LeaderConfig():
+                        self._activate(a.data, None)
+                    case zf.Serve():
+                        if self.ended is None:
+                            self._serve(a.epoch)
+                    case zf.Failed():
+                        self._end(a.reason)
+                    case _:
+                        assert_never(a)
             self._log_pending()
 
     def _log_pending(self) -> None:
         if self._to_log:
-            self._effects.append(AppendLog(tuple(z for z, _ in self._to_log), tuple(d for _, d in self._to_log)))
+            zxids, payloads = tuple(z for z, _ in self._to_log), tuple(d for _, d in self._to_log)
+            self._effects.append(AppendLog(zxids, payloads))
+            self._log_to_workers(zxids, payloads)
             self._to_log = []
 
     def _activate(self, data: bytes, designated: int | None) -> None:
@@ -328,3 +344,4 @@ class LearningCore(TermCore):
         self.metrics.record(f"{self.role}_sync_time", self.now_ms - self.started_ms)
         self.served = True
         self._effects.append(Serving(epoch, self.server))
+        self._start_workers(self.server, self.zab.unapplied_logged())

@@ -1,26 +1,63 @@
 """What the leading and the learning cores share: time, the fsync progress, the end of the term,
-and the one place where effects are collected and ordered (`effects` states the contract)."""
+the serving processes, and the one place where effects are collected and ordered (`effects`
+states the contract).
+
+With ``serverWorkers`` = N > 1 a term serves its client port from N processes (``member.workers``):
+once its pipeline serves, it hands out session ids ``id % N == 0`` and `StartWorkers` asks the
+shell for the other N-1, linked to the term's `WorkerHub`. Every txn the term logs is handed to
+the hub, which sends it on to the workers once the term applied it; each batch of effects that
+applied txns opens with `PublishApplied` and ends with the links' `ToWorker` bytes.
+"""
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import assert_never
 
+from zkpy.config import ServerConfig
 from zkpy.server.core import ServerCore
+from zkpy.server.leader import LeaderServerCore
+from zkpy.server.learner import LearnerServerCore
 from zkpy.server.metrics import ServerMetrics
-from zkpy.server.outputs import Output, ServerOutput
+from zkpy.server.outputs import (
+    CheckQuorum,
+    Forward,
+    Output,
+    Propose,
+    Relayed,
+    Revalidate,
+    Touches,
+    TxnApplied,
+)
+from zkpy.storage.txnlog import encode_payload
+from zkpy.tree.datatree import DataTree
 from zkpy.wire.quorum import QuorumPacket
 
-from .effects import CloseLink, Effect, EndTerm, PacketOut, Send
+from .effects import (
+    Applied,
+    CloseLink,
+    Effect,
+    EndTerm,
+    PacketOut,
+    PublishApplied,
+    Send,
+    StartWorkers,
+    ToWorker,
+)
+from .workers import WorkerHub
 
 Log = Callable[[str], None]
+ZabOutput = Propose | CheckQuorum | Forward | Revalidate | Touches  # the pipeline's outputs for the Zab core
 
 
 class TermCore:
-    """Base of the member cores. Subclasses turn their Zab core's actions into effects in
+    """Base of the term cores. Subclasses turn their Zab core's actions into effects in
     ``_drain`` (returning False at a barrier) and report fsync progress in ``_logged``."""
 
     role = "?"
+    tree: DataTree  # the subclass's
+    config: ServerConfig
 
     def __init__(self, now_ms: int, wall_ms: int, *, trace: bool, log: Log) -> None:
         self.now_ms = now_ms
@@ -33,6 +70,8 @@ class TermCore:
         self.ended: str | None = None
         self.designated: int | None = None  # a reconfig ended the term naming the next leader (no election)
         self.logging: deque[int] = deque()  # zxids handed to the log (AppendLog), oldest first
+        self.workers: WorkerHub | None = None  # the serving processes' links, once the term serves with them
+        self._published = -1  # the applied zxid last published to the workers
         self._effects: list[Effect] = []
         self._sends: dict[int, list[bytes]] = {}  # per link, in the order of each link's first send
         self._snapshot_links: set[int] = set()
@@ -75,6 +114,8 @@ class TermCore:
             pass
         self._flush_sends()
         out, self._effects = self._effects, []
+        if self.workers is not None and self.ended is None:
+            self._feed_workers(out)
         return out
 
     # ---- for subclasses
@@ -86,8 +127,8 @@ class TermCore:
     def _logged(self, zxid: int) -> None:
         raise NotImplementedError
 
-    def _to_zab(self, outputs: list[ServerOutput]) -> None:
-        """The pipeline's outputs other than `Output`, in order, for the Zab core."""
+    def _to_zab(self, outputs: list[ZabOutput]) -> None:
+        """The pipeline's outputs for the Zab core, in order."""
         raise NotImplementedError
 
     def _take_pipeline(self) -> bool:
@@ -95,12 +136,20 @@ class TermCore:
         server = self.server
         if server is None or self.ended is not None:
             return False
-        to_zab: list[ServerOutput] = []
+        to_zab: list[ZabOutput] = []
         for o in server.ready():
-            if isinstance(o, Output):
-                self._effects.append(o)
-            else:
-                to_zab.append(o)
+            match o:
+                case Output():
+                    self._effects.append(o)
+                case Propose() | CheckQuorum() | Forward() | Revalidate() | Touches():
+                    to_zab.append(o)
+                case Relayed():
+                    if self.workers is not None:
+                        self.workers.relayed(o.link, o.session, o.valid)
+                case TxnApplied():
+                    self._effects.append(Applied(o.hdr.zxid, encode_payload(o.hdr, o.txn), o.hdr, o.digest))
+                case _:
+                    assert_never(o)
         if to_zab:
             self._to_zab(to_zab)
         return bool(to_zab)
@@ -136,3 +185,34 @@ class TermCore:
         if self.ended is None:
             self.ended = reason
             self._effects.append(EndTerm(reason))
+
+    # ---- the serving processes
+
+    def _start_workers(self, server: LeaderServerCore | LearnerServerCore,
+                       logged: Sequence[tuple[int, bytes]] = ()) -> None:
+        """The pipeline serves: with ``serverWorkers`` > 1 its workers start over the tree as it
+        is now; ``logged``: txns logged before it served and not applied yet (a learner's)."""
+        count = self.config.server_workers
+        if count <= 1:
+            return
+        server.sessions.partition(0, count)
+        self.workers = WorkerHub(server)
+        self.workers.proposed([zxid for zxid, _ in logged], [data for _, data in logged])
+        self._published = self.tree.last_processed_zxid
+        self._effects.append(StartWorkers(count, self.workers))
+
+    def _log_to_workers(self, zxids: Sequence[int], payloads: Sequence[bytes]) -> None:
+        if self.workers is not None:
+            self.workers.proposed(zxids, payloads)
+
+    def _feed_workers(self, batch: list[Effect]) -> None:
+        """The batch's applied zxid goes to the workers before its other effects, what they
+        are sent after them."""
+        hub = self.workers
+        assert hub is not None
+        zxid = self.tree.last_processed_zxid
+        if zxid > self._published:
+            self._published = zxid
+            batch.insert(0, PublishApplied(zxid))
+            hub.applied_through(zxid)
+        batch.extend(ToWorker(link, data) for link, data in hub.take())

@@ -12,7 +12,10 @@ learner does to its leader. The member's pipeline takes them as a leader's takes
 standalone server or an ensemble's leader; on a follower or an observer the member's pipeline
 is a learner's, which relays them to the leader through its own link
 (``server.learner.LearnerServerCore``: ``relay_request``, ``relay_revalidate``, ``touch``) and
-hands back the leader's answers (``take_relayed``).
+hands back the leader's answers (its `Relayed` outputs, given to ``relayed``).
+
+The member's end is driven by its term core (``member.term``: ``PublishApplied`` before a
+batch's effects, the links' bytes after), or by the standalone shell (``runtime.server``).
 
 The packets are Zab's ``QuorumPacket`` records with Zab's type numbers and payloads; only what
 the member and its workers need of Zab is used (no epochs, no acks: the member is the only
@@ -26,6 +29,8 @@ Invariants owned here:
   first): a read after a sync on a worker sees every write any process acknowledged before it;
   on a learner, only after the leader's SYNC for it arrived and every txn applied before that
   SYNC was sent to the worker (``take`` puts the answers after the txns);
+- the member publishes the zxid it applied (``runtime.worker.SharedZxid``) before anything
+  that tells of it (a reply, an INFORM) leaves, so a worker's read waits for it;
 - session ids are partitioned: process ``index`` of ``count`` hands out ids with
   ``id % count == index`` (``SessionTracker.partition``), so no two processes choose the same id.
 """
@@ -34,16 +39,27 @@ from __future__ import annotations
 
 import struct
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import assert_never
 
+from zkpy.config import ServerConfig
 from zkpy.errors import ProtocolError
+from zkpy.server.connection import Connection
 from zkpy.server.leader import LeaderServerCore
 from zkpy.server.learner import LearnerServerCore
-from zkpy.server.outputs import Forward, Revalidate, ServerOutput
+from zkpy.server.outputs import (
+    CheckQuorum,
+    Forward,
+    Output,
+    Propose,
+    Relayed,
+    Revalidate,
+    Touches,
+    TxnApplied,
+)
 from zkpy.storage.snapshot import parse_snapshot_stream, snapshot_stream
 from zkpy.storage.txnlog import decode_payload
-from zkpy.tree.datatree import DataTree
 from zkpy.wire.consts import OpCode
 from zkpy.wire.quorum import PacketType, QuorumPacket, QuorumPacketReader
 
@@ -97,6 +113,7 @@ class WorkerHub:
         self._links: dict[int, _Link] = {}
         self._proposed: deque[tuple[int, bytes]] = deque()  # (zxid, payload) proposed, not applied, in order
         self._last_proposed = -1  # a learner's shell may hand a txn over twice (logged before it served)
+        self._relayed: list[tuple[int, int | None, bool]] = []  # the leader's answers for workers, in order
 
     def attach(self, link: int) -> None:
         """A worker's link opened: it is sent the tree as it is now, then every txn applied after."""
@@ -106,6 +123,7 @@ class WorkerHub:
 
     def detach(self, link: int) -> None:
         self._links.pop(link, None)
+        self._relayed = [r for r in self._relayed if r[0] != link]
         if isinstance(self.server, LearnerServerCore):
             self.server.relay_lost(link)
 
@@ -186,18 +204,22 @@ class WorkerHub:
                 state.syncs.popleft()
                 state.out.append(_packet(PacketType.SYNC, -1, b""))
 
+    def relayed(self, link: int, session: int | None, valid: bool) -> None:
+        """A learner pipeline's `Relayed` output: the leader's answer for worker ``link``."""
+        self._relayed.append((link, session, valid))
+
     def take(self) -> list[tuple[int, bytes]]:
         """What each link is sent now (links with nothing to send are left out). A learner's
         answers for its workers come after the txns applied before them."""
-        if isinstance(self.server, LearnerServerCore):
-            for link, session, valid in self.server.take_relayed():
-                state = self._links.get(link)
-                if state is None:
-                    continue
-                if session is None:
-                    state.out.append(_packet(PacketType.SYNC, -1, b""))
-                else:
-                    state.out.append(_packet(PacketType.REVALIDATE, -1, _REVALIDATE_REP.pack(session, valid)))
+        for link, session, valid in self._relayed:
+            state = self._links.get(link)
+            if state is None:
+                continue
+            if session is None:
+                state.out.append(_packet(PacketType.SYNC, -1, b""))
+            else:
+                state.out.append(_packet(PacketType.REVALIDATE, -1, _REVALIDATE_REP.pack(session, valid)))
+        self._relayed.clear()
         out = []
         for link, state in self._links.items():
             if state.out:
@@ -207,33 +229,52 @@ class WorkerHub:
 
 
 class WorkerFeed:
-    """A worker's end of its link: the SNAP builds the replica (``tree``), after which
-    ``pipeline`` is set by the shell; packets then drive it, and its outputs become packets."""
+    """A worker process's core: its end of the link to the member, and its request pipeline.
 
-    def __init__(self) -> None:
+    The SNAP builds the replica and, over it, the pipeline: a learner's
+    (``server.learner.LearnerServerCore``), handing out session ids ``id % count == index``.
+    Packets from the member then drive it (INFORM: ``apply_committed``; SYNC: ``sync_done``;
+    REVALIDATE: ``revalidated``). Before client input reaches the pipeline, ``before_input``
+    gives it the zxid the member had applied by then (its ``read_barrier``). ``ready()`` turns
+    the pipeline's outputs into packets for the member and hands back its client `Output`s."""
+
+    def __init__(self, config: ServerConfig, index: int, count: int, now_ms: int, wall_ms: int,
+                 log: Callable[[str], None] = lambda _m: None) -> None:
+        self.config = config
+        self.index = index
+        self.count = count
+        self.now_ms = now_ms
+        self.wall_ms = wall_ms
+        self.log = log
         self.reader = _LinkReader(LINK_MAX_BUFFER)
-        self.tree: DataTree | None = None
-        self.pipeline: LearnerServerCore | None = None
+        self.pipeline: LearnerServerCore | None = None  # once the replica arrived
         self._out: list[bytes] = []
 
+    def set_time(self, now_ms: int, wall_ms: int) -> None:
+        self.now_ms, self.wall_ms = now_ms, wall_ms
+        if self.pipeline is not None:
+            self.pipeline.set_time(now_ms, wall_ms)
+
     def receive(self, data: bytes) -> bool:
-        """Bytes from the member; True when the replica arrived with them (the shell then builds
-        the pipeline over ``tree`` and calls ``receive(b"")`` for what followed the SNAP)."""
+        """Bytes from the member; True when the replica (and the pipeline) arrived with them.
+        Raises LinkError on what a member never sends."""
         self.reader.feed(data)
+        loaded = False
         while (p := self.reader.next()) is not None:
             body = p.data or b""
-            if self.tree is None:
+            server = self.pipeline
+            if server is None:
                 if p.type != PacketType.SNAP:
                     raise LinkError(f"packet type {p.type} before the SNAP")
                 got = parse_snapshot_stream(body)
                 if got is None:
                     raise LinkError("an unreadable SNAP")
-                self.tree = got[0]
-                self.tree.last_processed_zxid = p.zxid
-                return True
-            server = self.pipeline
-            assert server is not None
-            if p.type == PacketType.INFORM:
+                tree = got[0]
+                tree.last_processed_zxid = p.zxid
+                self.pipeline = LearnerServerCore(self.config, self.now_ms, self.wall_ms, log=self.log, tree=tree)
+                self.pipeline.sessions.partition(self.index, self.count)
+                loaded = True
+            elif p.type == PacketType.INFORM:
                 hdr, txn = decode_payload(bytes(body))
                 server.apply_committed(hdr, txn)
             elif p.type == PacketType.SYNC:
@@ -243,25 +284,42 @@ class WorkerFeed:
                 server.revalidated(session, valid)
             else:
                 raise LinkError(f"packet type {p.type} from the member")
-        return False
+        return loaded
 
-    def outputs(self, outputs: list[ServerOutput]) -> None:
-        """The pipeline's `Forward` and `Revalidate` outputs, as packets for the member."""
-        for o in outputs:
-            if isinstance(o, Forward):
-                self._out.append(QuorumPacket(PacketType.REQUEST, -1, _REQUEST_HEAD.pack(o.session, o.cxid, o.op)
-                                              + o.body, list(o.auth)).to_bytes())
-            elif isinstance(o, Revalidate):
-                self._out.append(_packet(PacketType.REVALIDATE, -1, _REVALIDATE_REQ.pack(o.session, o.timeout_ms)))
+    def before_input(self, applied: int) -> None:
+        """Client input arrives: its reads wait for what the member had applied by now."""
+        pipeline = self.pipeline
+        if pipeline is not None and applied > pipeline.read_barrier:
+            pipeline.read_barrier = applied
 
-    def touches(self) -> None:
-        """Report the sessions the pipeline saw since the last report (a PING)."""
-        assert self.pipeline is not None
-        touched = self.pipeline.take_touches()
-        if touched:
-            self._out.append(_packet(PacketType.PING, -1, b"".join(_TOUCH.pack(s, t) for s, t in touched)))
+    def tick(self) -> None:
+        """The pipeline's timers, and the sessions it saw since the last tick reported (a PING)."""
+        if self.pipeline is not None:
+            self.pipeline.tick()
+            self.pipeline.report_touches()
 
-    def take(self) -> bytes:
-        out = b"".join(self._out)
+    def ready(self) -> tuple[bytes, list[Connection]]:
+        """The bytes for the member's link, and the client connections with output to write."""
+        conns: list[Connection] = []
+        if self.pipeline is not None:
+            for o in self.pipeline.ready():
+                match o:
+                    case Output():
+                        conns.append(o.conn)
+                    case Forward():
+                        self._out.append(QuorumPacket(PacketType.REQUEST, -1, _REQUEST_HEAD.pack(
+                            o.session, o.cxid, o.op) + o.body, list(o.auth)).to_bytes())
+                    case Revalidate():
+                        self._out.append(_packet(PacketType.REVALIDATE, -1,
+                                                 _REVALIDATE_REQ.pack(o.session, o.timeout_ms)))
+                    case Touches():
+                        if o.sessions:
+                            self._out.append(_packet(PacketType.PING, -1,
+                                                     b"".join(_TOUCH.pack(s, t) for s, t in o.sessions)))
+                    case Propose() | CheckQuorum() | Relayed() | TxnApplied():
+                        raise AssertionError(f"a worker's pipeline produced {o!r}")
+                    case _:
+                        assert_never(o)
+        data = b"".join(self._out)
         self._out.clear()
-        return out
+        return data, conns

@@ -22,8 +22,9 @@ from zkpy.member.leading import LeadingCore
 from zkpy.member.quorum_auth import QuorumAuthServer, Verdict
 from zkpy.quorum.verifier import QuorumVerifier, config_string
 from zkpy.ratelimit import LogLimiter
+from zkpy.runtime.clock import now_ms, tick_interval_s, wall_ms
 from zkpy.runtime.quorum_auth import new_auth_server
-from zkpy.runtime.term import Term, TermHost, log, now_ms, wall_ms
+from zkpy.runtime.term import Term, TermHost, log
 
 
 class LearnerLink(asyncio.Protocol):
@@ -128,17 +129,15 @@ class LeaderTerm(Term):
         """Log a line a peer can make us repeat, rate-limited per kind and host (``zkpy.ratelimit``)."""
         self.limiter.log(write, kind, host, now_ms(), message)
 
-    def execute(self, effect: fx.Effect) -> None:
-        if isinstance(effect, fx.Send):
-            link = self.links.get(effect.link)
-            if link is not None and link.transport is not None and not link.transport.is_closing():
-                link.transport.write(effect.data)
-        elif isinstance(effect, fx.CloseLink):
-            link = self.links.pop(effect.link, None)
-            if link is not None and link.transport is not None:
-                link.transport.close()
-        else:
-            super().execute(effect)
+    def _send(self, effect: fx.Send) -> None:
+        link = self.links.get(effect.link)
+        if link is not None and link.transport is not None and not link.transport.is_closing():
+            link.transport.write(effect.data)
+
+    def _close_link(self, link_id: int, reason: str) -> None:
+        link = self.links.pop(link_id, None)
+        if link is not None and link.transport is not None:
+            link.transport.close()
 
     def close(self) -> None:
         if self._ticker is not None:
@@ -162,4 +161,4 @@ class LeaderTerm(Term):
         self.core.tick()
         self.pump()
         loop = asyncio.get_running_loop()
-        self._ticker = loop.call_later(max(10, min(100, self.host.config.tick_ms // 4)) / 1000, self._tick)
+        self._ticker = loop.call_later(tick_interval_s(self.host.config.tick_ms), self._tick)

@@ -13,9 +13,10 @@ from zkpy.member import effects as fx
 from zkpy.member.history import History
 from zkpy.member.learning import LearningCore
 from zkpy.quorum.verifier import config_string
+from zkpy.runtime.clock import now_ms, tick_interval_s, wall_ms
 from zkpy.runtime.persistence import Persistence
 from zkpy.runtime.quorum_auth import QuorumAuthError, authenticate_to
-from zkpy.runtime.term import Term, TermEnded, TermHost, log, now_ms, wall_ms
+from zkpy.runtime.term import Term, TermEnded, TermHost, log
 from zkpy.storage.recovery import recover
 from zkpy.storage.truncate import truncate_to
 
@@ -105,16 +106,12 @@ class LearnerTerm(Term):
             log.exception("server %d: following leader %d failed", self.host.sid, self.leader_sid)
             self.end(f"error while following: {exc}")
 
-    def execute(self, effect: fx.Effect) -> None:
-        if isinstance(effect, fx.Send):
-            if self.writer is not None and not self.writer.is_closing():
-                self.writer.write(effect.data)
-        elif isinstance(effect, fx.Truncate):
-            self._truncate(effect.zxid)
-        elif isinstance(effect, fx.CloseLink):
-            self.end(effect.reason)
-        else:
-            super().execute(effect)
+    def _send(self, effect: fx.Send) -> None:
+        if self.writer is not None and not self.writer.is_closing():
+            self.writer.write(effect.data)
+
+    def _close_link(self, link: int, reason: str) -> None:
+        self.end(reason)
 
     def _truncate(self, zxid: int) -> None:
         """TRUNC: cut my log after ``zxid`` and reload; the core goes on from what was recovered."""
@@ -125,10 +122,6 @@ class LearnerTerm(Term):
         self.core.truncated(recover(host.disk, host.dirs, log.info))
         self.persistence = Persistence(host.config, host.disk, host.dirs)
         self._start_persistence()
-
-    def _logged_unapplied(self) -> tuple[list[int], list[bytes]]:
-        logged = self.core.zab.unapplied_logged()
-        return [zxid for zxid, _ in logged], [data for _, data in logged]
 
     def _leader_id(self) -> int:
         return self.leader_sid
@@ -154,4 +147,4 @@ class LearnerTerm(Term):
         self.core.tick()
         self.pump()
         loop = asyncio.get_running_loop()
-        self._ticker = loop.call_later(max(10, min(100, self.host.config.tick_ms // 4)) / 1000, self._tick)
+        self._ticker = loop.call_later(tick_interval_s(self.host.config.tick_ms), self._tick)

@@ -162,7 +162,8 @@ class ZkServer(ServesClients):
             if isinstance(o, Output):
                 self.clients.write(o.conn)
         if self.workers is not None and self.hub is not None:
-            self.workers.send(self.hub.take())
+            for index, data in self.hub.take():
+                self.workers.send(index, data)
 
     def _durable(self, count: int) -> None:
         """Group commit made ``count`` more txns durable: apply and answer them."""

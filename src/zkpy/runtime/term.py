@@ -5,48 +5,33 @@ the end of the term.
 A term shell knows its server only through ``TermHost`` (``runtime.peer.QuorumPeer`` is one),
 so the shells and the peer do not import each other.
 
-With ``serverWorkers`` = N > 1 a term serves its client port from N processes
-(``runtime.workers``, ``member.workers``): once the term serves (`Serving`) the pipeline hands
-out session ids ``id % N == 0`` (the server id stays in the top byte, so ids never collide with
-another member's) and N-1 workers are started, each sent the tree as it is then (SNAP: a term's
-tree may have been truncated or replaced by a sync, so no worker outlives its term). Every txn
-the term logs (`AppendLog`; a learner's also those it logged before it served) is sent to them
-once the term applied it, and the shared applied zxid is written before any effect of the batch
-that applied it runs (replies to clients included). When the term ends the workers' links are
-closed: they drop their clients and exit, as the member's own clients are dropped.
+With ``serverWorkers`` = N > 1 the core asks for the term's worker processes (`StartWorkers`:
+``runtime.workers`` spawns N-1 and links them to the core's hub), publishes the applied zxid
+they read (`PublishApplied`) and hands out their links' bytes (`ToWorker`). When the term ends
+the workers' links are closed: they drop their clients and exit, as the member's own clients
+are dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from typing import Protocol
+from typing import Protocol, assert_never
 
 from zkpy.admin.tls import QuorumTls
 from zkpy.config import QuorumConfig, ServerConfig
 from zkpy.member import effects as fx
 from zkpy.member.leading import LeadingCore
 from zkpy.member.learning import LearningCore
-from zkpy.member.workers import WorkerHub
+from zkpy.runtime.clock import now_ms, wall_ms
 from zkpy.runtime.persistence import Persistence
 from zkpy.runtime.workers import WorkerPool
 from zkpy.server.connection import Connection
 from zkpy.server.core import ServerCore
-from zkpy.server.leader import LeaderServerCore
-from zkpy.server.learner import LearnerServerCore
 from zkpy.storage.disk import Disk
 from zkpy.storage.files import DataDirs
 
 log = logging.getLogger("zkpy.quorum")
-
-
-def now_ms() -> int:
-    return int(time.monotonic() * 1000)
-
-
-def wall_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class TermEnded(Exception):
@@ -89,8 +74,7 @@ class Term:
         self.host = host
         self.persistence = Persistence(host.config, host.disk, host.dirs)
         self.ended: asyncio.Future[str] | None = None
-        self.hub: WorkerHub | None = None  # serverWorkers > 1, once the term serves
-        self.workers: WorkerPool | None = None
+        self.workers: WorkerPool | None = None  # serverWorkers > 1, once the term serves
 
     def end(self, reason: str) -> None:
         if self.ended is not None and not self.ended.done():
@@ -104,55 +88,56 @@ class Term:
         self.core.set_time(now_ms(), wall_ms())
 
     def pump(self) -> None:
-        """Run the core's effects, batch after batch, until it has none. With workers, the
-        shared applied zxid is written before each batch runs (the batch's replies may tell of
-        txns it applied), and what was applied is sent on to the workers after."""
-        workers = self.workers if self.workers is not None and not self.workers.closing else None
+        """Run the core's effects, batch after batch, until it has none."""
         while effects := self.core.ready():
-            if workers is not None:
-                workers.applied_up_to(self.core.tree.last_processed_zxid)
             for effect in effects:
                 self.execute(effect)
-        if workers is not None and self.hub is not None:
-            self.hub.applied_through(self.core.tree.last_processed_zxid)
-            workers.send(self.hub.take())
 
     def execute(self, effect: fx.Effect) -> None:
-        if isinstance(effect, fx.AppendLog):
-            self.persistence.log_payloads(effect.zxids, effect.payloads, self.core.tree)
-            if self.hub is not None:
-                self.hub.proposed(effect.zxids, effect.payloads)
-        elif isinstance(effect, fx.WriteEpoch):
-            self.host.write_epoch(effect.name, effect.value)
-        elif isinstance(effect, fx.WriteSnapshot):
-            self.persistence.write_initial_snapshot(effect.tree)
-        elif isinstance(effect, fx.Serving):
-            if self.host.config.server_workers > 1 and isinstance(effect.server,
-                                                                  (LeaderServerCore, LearnerServerCore)):
-                self._start_workers(effect.server)
-            self.host.serving(effect.server, self.role, effect.epoch)
-        elif isinstance(effect, fx.Output):
-            self.host.write_client(effect.conn)
-        elif isinstance(effect, fx.ActivateConfig):
-            self.host.activate(effect.quorum)
-        elif isinstance(effect, fx.EndTerm):
-            self.end(effect.reason)
-        else:
-            raise AssertionError(f"{type(self).__name__} cannot run {effect!r}")
+        match effect:
+            case fx.Output():
+                self.host.write_client(effect.conn)
+            case fx.Send():
+                self._send(effect)
+            case fx.AppendLog():
+                self.persistence.log_payloads(effect.zxids, effect.payloads, self.core.tree)
+            case fx.PublishApplied():
+                if self.workers is not None:
+                    self.workers.applied_up_to(effect.zxid)
+            case fx.ToWorker():
+                if self.workers is not None:
+                    self.workers.send(effect.link, effect.data)
+            case fx.WriteEpoch():
+                self.host.write_epoch(effect.name, effect.value)
+            case fx.WriteSnapshot():
+                self.persistence.write_initial_snapshot(effect.tree)
+            case fx.Truncate():
+                self._truncate(effect.zxid)
+            case fx.CloseLink():
+                self._close_link(effect.link, effect.reason)
+            case fx.Serving():
+                self.host.serving(effect.server, self.role, effect.epoch)
+            case fx.StartWorkers():
+                self.workers = WorkerPool(self.host.config, effect.count, effect.hub, self.host.schedule_flush,
+                                          mode=self.role, leader_id=self._leader_id())
+                self.workers.start(*self.host.client_ports())
+            case fx.ActivateConfig():
+                self.host.activate(effect.quorum)
+            case fx.EndTerm():
+                self.end(effect.reason)
+            case fx.PacketIn() | fx.PacketOut() | fx.Proposed() | fx.Logged() | fx.Applied() | fx.SnapshotLoaded():
+                raise AssertionError(f"a trace effect from a core made without trace: {effect!r}")
+            case _:
+                assert_never(effect)
 
-    def _start_workers(self, server: LeaderServerCore | LearnerServerCore) -> None:
-        """The term serves: start the workers over the tree as it is now."""
-        count = self.host.config.server_workers
-        server.sessions.partition(0, count)
-        self.hub = WorkerHub(server)
-        self.hub.proposed(*self._logged_unapplied())
-        self.workers = WorkerPool(self.host.config, count, self.hub, self.host.schedule_flush, mode=self.role,
-                                  leader_id=self._leader_id())
-        self.workers.start(*self.host.client_ports())
+    def _send(self, effect: fx.Send) -> None:
+        raise NotImplementedError
 
-    def _logged_unapplied(self) -> tuple[list[int], list[bytes]]:
-        """The txns the term logged before it served and has not applied yet (a learner's)."""
-        return [], []
+    def _close_link(self, link: int, reason: str) -> None:
+        raise NotImplementedError
+
+    def _truncate(self, zxid: int) -> None:
+        raise AssertionError(f"a {self.role} term truncates nothing (TRUNC to 0x{zxid:x})")
 
     def _leader_id(self) -> int:
         return self.host.sid

@@ -38,9 +38,9 @@ from zkpy.admin.fourletter import DEFAULT_TRACE_MASK
 from zkpy.config import ServerConfig
 from zkpy.member.workers import WorkerFeed
 from zkpy.runtime import gcpolicy
-from zkpy.runtime.clientport import ClientPort, ServesClients, now_ms, wall_ms
+from zkpy.runtime.clientport import ClientPort, ServesClients
+from zkpy.runtime.clock import now_ms, tick_interval_s, wall_ms
 from zkpy.server.learner import LearnerServerCore
-from zkpy.server.outputs import Output
 
 log = logging.getLogger("zkpy.worker")
 _ZXID = struct.Struct(">q")
@@ -123,7 +123,8 @@ class _Link(asyncio.Protocol):
 
 
 class Worker(ServesClients):
-    """One worker process's server: a replica fed by the member, serving the shared client port."""
+    """One worker process's server: a replica fed by the member, serving the shared client port
+    (``member.workers.WorkerFeed`` is its core)."""
 
     mode = "standalone"
     leader_id = -1
@@ -134,8 +135,7 @@ class Worker(ServesClients):
         self.mode = hello.mode
         self.leader_id = hello.leader_id
         self.applied = applied
-        self.feed = WorkerFeed()
-        self.pipeline: LearnerServerCore | None = None
+        self.feed = WorkerFeed(self.config, hello.index, hello.count, now_ms(), wall_ms(), log=log.info)
         self.clients = ClientPort(self.config, self, self.schedule_flush, reuse_port=True)
         self.trace_mask = DEFAULT_TRACE_MASK
         self.transport: asyncio.Transport | None = None
@@ -146,7 +146,7 @@ class Worker(ServesClients):
 
     @property
     def core(self) -> LearnerServerCore | None:
-        return self.pipeline
+        return self.feed.pipeline
 
     def quorum_metrics(self) -> list[tuple[str, object]]:
         return []
@@ -167,25 +167,23 @@ class Worker(ServesClients):
         await self.clients.close()
 
     def link_data(self, data: bytes) -> None:
+        self.feed.set_time(now_ms(), wall_ms())
         try:
-            if self.feed.receive(data):
-                self._replica_loaded()
-                self.feed.receive(b"")
+            loaded = self.feed.receive(data)
         except Exception:
             log.exception("bad data from the member: stopping")
             self.stopped.set()
             return
+        if loaded:
+            self._replica_loaded()
         self.schedule_flush()
 
     def _replica_loaded(self) -> None:
-        tree = self.feed.tree
-        assert tree is not None and self.loop is not None
-        pipeline = LearnerServerCore(self.config, now_ms(), wall_ms(), log=log.info, tree=tree)
-        pipeline.sessions.partition(self.hello.index, self.hello.count)
-        self.pipeline = self.feed.pipeline = self.clients.core = pipeline
+        pipeline = self.feed.pipeline
+        assert pipeline is not None and self.loop is not None
+        self.clients.core = pipeline
         self.clients.before_input = self._read_barrier
-        log.info("replica at zxid 0x%x, %d znodes", tree.last_processed_zxid,
-                 tree.node_count())
+        log.info("replica at zxid 0x%x, %d znodes", pipeline.tree.last_processed_zxid, pipeline.tree.node_count())
         self.loop.create_task(self._listen())
         self._tick()
 
@@ -201,24 +199,18 @@ class Worker(ServesClients):
 
     def _read_barrier(self) -> None:
         """Client input arrives: its reads wait for what the member has applied by now."""
-        pipeline = self.pipeline
-        if pipeline is not None:
-            barrier = self.applied.get()
-            if barrier > pipeline.read_barrier:
-                pipeline.read_barrier = barrier
+        self.feed.before_input(self.applied.get())
 
     def link_lost(self) -> None:
         log.info("the member closed the link: stopping")
         self.stopped.set()
 
     def _tick(self) -> None:
-        assert self.loop is not None and self.pipeline is not None
-        self.pipeline.set_time(now_ms(), wall_ms())
-        self.pipeline.tick()
-        self.feed.touches()
+        assert self.loop is not None
+        self.feed.set_time(now_ms(), wall_ms())
+        self.feed.tick()
         self.flush()
-        interval = max(10, min(100, self.config.tick_ms // 4)) / 1000
-        self._ticker = self.loop.call_later(interval, self._tick)
+        self._ticker = self.loop.call_later(tick_interval_s(self.config.tick_ms), self._tick)
 
     def schedule_flush(self) -> None:
         if not self._flush_scheduled and self.loop is not None:
@@ -227,14 +219,9 @@ class Worker(ServesClients):
 
     def flush(self) -> None:
         self._flush_scheduled = False
-        pipeline = self.pipeline
-        if pipeline is not None:
-            outputs = pipeline.ready()
-            self.feed.outputs(outputs)
-            for o in outputs:
-                if isinstance(o, Output):
-                    self.clients.write(o.conn)
-        data = self.feed.take()
+        data, conns = self.feed.ready()
+        for conn in conns:
+            self.clients.write(conn)
         if data and self.transport is not None and not self.transport.is_closing():
             self.transport.write(data)
 

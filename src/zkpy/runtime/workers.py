@@ -139,19 +139,19 @@ class WorkerPool:
         return Hello(self._config, index, self.count, root.getEffectiveLevel(), log_file, formatter, self.mode,
                      self.leader_id)
 
-    def send(self, outputs: list[tuple[int, bytes]]) -> None:
-        for index, data in outputs:
-            link = self.links.get(index)
-            if link is None or link.transport is None or link.transport.is_closing():
-                continue
-            link.transport.write(data)
-            if link.transport.get_write_buffer_size() > STALL_LIMIT_BYTES:
-                log.error("worker %d has not read %d bytes of txns: restarting it", index,
-                          link.transport.get_write_buffer_size())
-                proc = self.procs.get(index)
-                if proc is not None:
-                    proc.kill()
-                link.transport.abort()
+    def send(self, index: int, data: bytes) -> None:
+        """Write ``data`` on worker ``index``'s link (nothing while it has none)."""
+        link = self.links.get(index)
+        if link is None or link.transport is None or link.transport.is_closing():
+            return
+        link.transport.write(data)
+        if link.transport.get_write_buffer_size() > STALL_LIMIT_BYTES:
+            log.error("worker %d has not read %d bytes of txns: restarting it", index,
+                      link.transport.get_write_buffer_size())
+            proc = self.procs.get(index)
+            if proc is not None:
+                proc.kill()
+            link.transport.abort()
 
     def link_lost(self, index: int) -> None:
         self.hub.detach(index)

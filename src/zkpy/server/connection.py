@@ -1,8 +1,9 @@
 """One client connection as the server sees it: framing, handshake state, identities, output.
 
-Sans-I/O: bytes are fed in, replies accumulate in ``out`` for the shell to write. The
-states are AWAIT_CONNECT -> (AWAIT_SESSION ->) ESTABLISHED -> CLOSING; a four-letter
-word is recognised only as the very first four bytes, as ZooKeeper does.
+Sans-I/O: bytes are fed in, replies accumulate in ``out`` for the shell to write. The states
+and the only ways between them are ``TRANSITIONS`` (``Connection.transition`` refuses any
+other): AWAIT_CONNECT -> (AWAIT_SESSION ->) ESTABLISHED, and CLOSING from any of them; a
+four-letter word is recognised only as the very first four bytes, as ZooKeeper does.
 
 Bounds (back-pressure, as ZooKeeper stops reading a connection it cannot keep up with): a
 connection's requests are taken from its decoder one frame at a time, and none is taken while
@@ -40,9 +41,17 @@ MAX_UNREAD_OUTPUT = 16 * MAX_QUEUED_OUTPUT  # bytes written and not read (watch 
 
 class ConnState(Enum):
     AWAIT_CONNECT = "await-connect"
-    AWAIT_SESSION = "await-session"  # createSession txn in flight
+    AWAIT_SESSION = "await-session"  # its session's createSession txn, or the leader's word on it, in flight
     ESTABLISHED = "established"
     CLOSING = "closing"
+
+
+TRANSITIONS: dict[ConnState, frozenset[ConnState]] = {  # state -> the states it may move to
+    ConnState.AWAIT_CONNECT: frozenset({ConnState.AWAIT_SESSION, ConnState.ESTABLISHED, ConnState.CLOSING}),
+    ConnState.AWAIT_SESSION: frozenset({ConnState.ESTABLISHED, ConnState.CLOSING}),
+    ConnState.ESTABLISHED: frozenset({ConnState.CLOSING}),
+    ConnState.CLOSING: frozenset(),
+}
 
 
 class Connection:
@@ -121,9 +130,16 @@ class Connection:
         head = self.decoder.peek(4)
         return _FOUR_LETTER_BYTES.get(head)
 
+    def transition(self, to: ConnState) -> None:
+        """Move to state ``to``; a move ``TRANSITIONS`` does not list is a bug of the pipeline."""
+        if to not in TRANSITIONS[self.state]:
+            raise AssertionError(f"connection {self.conn_id}: no transition from {self.state.value} to {to.value}")
+        self.state = to
+
     def close(self, reason: str) -> None:
+        """Start closing (once: a second close keeps the first reason)."""
         if self.state is not ConnState.CLOSING:
-            self.state = ConnState.CLOSING
+            self.transition(ConnState.CLOSING)
             self.closing = True
             self.close_reason = reason
 

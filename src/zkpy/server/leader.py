@@ -14,8 +14,9 @@ from collections.abc import Iterable
 
 from zkpy.config import ServerConfig
 from zkpy.ids import long_hex
-from zkpy.server.core import Log, QueuedRead, ServerCore
+from zkpy.server.core import Log, ServerCore
 from zkpy.server.outputs import CheckQuorum
+from zkpy.server.requests import QueuedRead
 from zkpy.tree.datatree import DataTree
 from zkpy.wire.consts import OpCode
 from zkpy.wire.jute import INT
@@ -24,8 +25,8 @@ from zkpy.wire.proto import Id
 
 class LeaderServerCore(ServerCore):
     def __init__(self, config: ServerConfig, now_ms: int, wall_ms: int, log: Log = lambda _m: None,
-                 tree: DataTree | None = None, next_zxid: int | None = None) -> None:
-        super().__init__(config, now_ms, wall_ms, log, tree, next_zxid)
+                 tree: DataTree | None = None, next_zxid: int | None = None, trace: bool = False) -> None:
+        super().__init__(config, now_ms, wall_ms, log, tree, next_zxid, trace)
         quorum = self.config.quorum
         self.quorum_sync = quorum is not None and quorum.quorum_sync
         self._quorum_waiting: dict[int, int] = {}  # token -> the session whose sync waits

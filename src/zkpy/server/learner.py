@@ -3,9 +3,10 @@
 A learner decides nothing alone: writes, new sessions and syncs go to the leader (`Forward`)
 and wait in their session's queue; a session that moved here is revalidated by the leader
 (`Revalidate`) before its client hears anything; committed txns come back in zxid order
-(``apply_committed``) and answer the local client that sent them; the leader's SYNC answers
-the oldest forwarded sync (``sync_done``). Global sessions are only reported alive
-(``take_touches``, in the PING reply): the leader expires them. Local sessions
+(``apply_committed``, the one apply path of ``ServerCore`` with the queue-head match of
+``_answers``) and answer the local client that sent them; the leader's SYNC answers the oldest
+forwarded sync (``sync_done``). Global sessions are only reported alive (``report_touches``:
+a `Touches` output, for the PING reply): the leader expires them. Local sessions
 (localSessionsEnabled) are this learner's alone (``server.local_sessions``); an upgrade sends
 their createSession to the leader ahead of the request that needs it.
 
@@ -13,7 +14,7 @@ With ``serverWorkers`` on a follower or an observer, this pipeline also relays i
 requests to the leader (``relay_request``, ``relay_revalidate``, ``touch``; ``member.workers``)
 in the order they arrived, among its own: the leader's SYNCs answer the syncs in the order they
 were sent, whoever sent them, and a revalidation's answer goes to whoever asked
-(``take_relayed``); answers due to a worker whose link closed go nowhere (``relay_lost``).
+(a `Relayed` output); answers due to a worker whose link closed go nowhere (``relay_lost``).
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from zkpy.config import ServerConfig
-from zkpy.errors import ZookeeperError, error_for
+from zkpy.errors import ZookeeperError
 from zkpy.server.connection import Connection, ConnState
-from zkpy.server.core import Forwarded, Log, Proposal, QueuedRead, ServerCore
-from zkpy.server.outputs import Forward, Revalidate
+from zkpy.server.core import Log, ServerCore
+from zkpy.server.outputs import Forward, Relayed, Revalidate, Touches
+from zkpy.server.requests import Forwarded, Proposal, QueuedRead
 from zkpy.server.sessions import session_password
 from zkpy.tree.datatree import DataTree
 from zkpy.wire.consts import OpCode
@@ -39,14 +41,13 @@ _GONE = -1  # the link id of a worker whose link closed while the leader's answe
 
 class LearnerServerCore(ServerCore):
     def __init__(self, config: ServerConfig, now_ms: int, wall_ms: int, log: Log = lambda _m: None,
-                 tree: DataTree | None = None, next_zxid: int | None = None) -> None:
-        super().__init__(config, now_ms, wall_ms, log, tree, next_zxid)
+                 tree: DataTree | None = None, next_zxid: int | None = None, trace: bool = False) -> None:
+        super().__init__(config, now_ms, wall_ms, log, tree, next_zxid, trace)
         self._pending_revalidation: dict[int, Connection] = {}  # sessions waiting for the leader's word
         # forwarded syncs waiting for the leader's SYNC, mine and my workers' (their link ids)
         self._pending_syncs: deque[Forwarded | int] = deque()
         self._relayed_revalidations: dict[int, deque[int]] = {}  # session -> the links that asked, in order
-        self._relayed: list[tuple[int, int | None, bool]] = []  # answers for workers: (link, session, valid)
-        self._touched: dict[int, int] = {}  # sessions seen since the last PING reply -> timeout
+        self._touched: dict[int, int] = {}  # sessions seen since the last report -> timeout
         if config.quorum is not None and config.quorum.local_sessions:
             self.enable_local_sessions(config.quorum.local_sessions_upgrading)
 
@@ -62,7 +63,7 @@ class LearnerServerCore(ServerCore):
         if passwd != session_password(sid):
             return False
         conn.session_id = sid
-        conn.state = ConnState.AWAIT_SESSION
+        conn.transition(ConnState.AWAIT_SESSION)
         previous = self._pending_revalidation.get(sid)
         if previous is not None:
             self._close(previous, "client reconnected elsewhere")
@@ -107,7 +108,7 @@ class LearnerServerCore(ServerCore):
             if not links:
                 del self._relayed_revalidations[session]
             if link != _GONE:
-                self._relayed.append((link, session, valid))
+                self._out.append(Relayed(link, session, valid))
             return
         conn = self._pending_revalidation.pop(session, None)
         if conn is None or conn.closing:
@@ -136,7 +137,7 @@ class LearnerServerCore(ServerCore):
         f = self._pending_syncs.popleft()
         if isinstance(f, int):
             if f != _GONE:
-                self._relayed.append((f, None, True))
+                self._out.append(Relayed(f, None, True))
             return
         f.done = True
         self._drain_queue(f.conn.session_id)
@@ -145,13 +146,13 @@ class LearnerServerCore(ServerCore):
 
     def relay_request(self, link: int, session: int, cxid: int, op: int, body: bytes, auth: tuple[Id, ...]) -> None:
         """A request a worker forwarded: to the leader as it is, after what went before it. A
-        sync's SYNC is the worker's (``take_relayed``), in the order the syncs were sent."""
+        sync's SYNC is the worker's (a `Relayed` output), in the order the syncs were sent."""
         if op == OpCode.SYNC:
             self._pending_syncs.append(link)
         self._out.append(Forward(session, cxid, op, body, auth))
 
     def relay_revalidate(self, link: int, session: int, timeout_ms: int) -> None:
-        """A session moved to a worker: the leader says whether it lives (``take_relayed``)."""
+        """A session moved to a worker: the leader says whether it lives (a `Relayed` output)."""
         self._relayed_revalidations.setdefault(session, deque()).append(link)
         self._out.append(Revalidate(session, timeout_ms))
 
@@ -168,70 +169,34 @@ class LearnerServerCore(ServerCore):
             for i, owner in enumerate(links):
                 if owner == link:
                     links[i] = _GONE
-        self._relayed = [r for r in self._relayed if r[0] != link]
-
-    def take_relayed(self) -> list[tuple[int, int | None, bool]]:
-        """The leader's answers for my workers since the last call, in order: ``(link, None, True)``
-        for a sync, ``(link, session, valid)`` for a revalidation."""
-        out, self._relayed = self._relayed, []
-        return out
+        self._out = [o for o in self._out if not (isinstance(o, Relayed) and o.link == link)]
 
     def apply_committed(self, hdr: TxnHeader, txn: Any) -> None:
         """A committed txn, in zxid order; answer the local client that sent it, if any."""
-        rc = self.tree.apply(hdr, txn)
-        self.metrics.propagation_latency.add(self.wall_ms - hdr.time)
-        self._deliver_events()
-        session = hdr.clientId
-        if hdr.type == OpCode.CREATE_SESSION:
-            self.sessions.add(session, txn.timeOut, self.now_ms)
-            if self.local is not None:
-                self.local.committed(session)
-        elif hdr.type == OpCode.CLOSE_SESSION:
-            self.sessions.remove(session)
-            self._touched.pop(session, None)
-            if self.local is not None:
-                self.local.closed(session)
-        queue = self.queues.get(session)
+        self._applied(hdr, txn, None, None)
+
+    def _answers(self, hdr: TxnHeader, mine: Proposal | None) -> Forwarded | None:
+        """The forwarded request at the head of the txn's session queue, if the txn is its answer
+        (an upgrade's createSession, or another server's client's txn, answers none here)."""
+        queue = self.queues.get(hdr.clientId)
         head = queue[0] if queue else None
         if (not isinstance(head, Forwarded) or head.op == OpCode.SYNC or head.xid != hdr.cxid
                 or (hdr.type == OpCode.CREATE_SESSION) != (head.op == OpCode.CREATE_SESSION)):
-            # not the answer to this session's oldest request (an upgrade's createSession has none)
-            if hdr.type == OpCode.CLOSE_SESSION:
-                owner = self.session_conn.pop(session, None)
-                if owner is not None:
-                    self._close(owner, "session expired")
-            self._drain_barrier()
-            return
+            return None
         assert queue is not None
         queue.popleft()
-        conn = head.conn
-        conn.outstanding -= 1
-        if hdr.type == OpCode.CLOSE_SESSION:
-            self.session_conn.pop(session, None)
-        if head.op == OpCode.CREATE_SESSION:
-            if hdr.type == OpCode.CREATE_SESSION and conn.state is ConnState.AWAIT_SESSION:
-                self._established(conn)
-                self._process_frames(conn)
-            else:
-                self._close(conn, "session not created")
-        else:
-            error = error_for(rc.err) if hdr.type == OpCode.ERROR and rc.err else None
-            if head.error is not None and head.op != OpCode.MULTI:
-                error = head.error
-            self._reply_write(conn, Proposal(hdr, txn, None, conn, head.xid, head.op, error, head.received_ms), rc)
-        self._drain_queue(session)
-        self._drain_barrier()
+        return head
 
-    def _drain_barrier(self) -> None:
-        """Reads held by ``read_barrier`` (a server's worker) run once their zxid is applied."""
-        waits = self.barrier_waits
-        if waits:
-            applied = self.tree.last_processed_zxid
-            while waits and waits[0][0] <= applied:
-                self._drain_queue(waits.popleft()[1])
+    def _session_committed(self, session: int, timeout_ms: int) -> None:
+        """A learner tracks a global session once its createSession is applied."""
+        self.sessions.add(session, timeout_ms, self.now_ms)
+        super()._session_committed(session, timeout_ms)
 
-    def take_touches(self) -> list[tuple[int, int]]:
-        """The sessions seen since the last PING reply, with their timeouts."""
-        out = list(self._touched.items())
+    def _session_closed(self, session: int) -> None:
+        super()._session_closed(session)
+        self._touched.pop(session, None)
+
+    def report_touches(self) -> None:
+        """Report the sessions seen since the last report (a `Touches` output, even if empty)."""
+        self._out.append(Touches(tuple(self._touched.items())))
         self._touched.clear()
-        return out

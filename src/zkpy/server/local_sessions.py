@@ -17,16 +17,20 @@ Invariants owned here:
 - which requests need a global session (``needs_global``): a create or create2 with an
   ephemeral mode, or a multi holding one (QuorumZooKeeperServer.checkUpgradeSession).
 - who may write (``checks``): a global session, a local one of this member, or a session of
-  another member (its local session); only a global session may create an ephemeral.
+  another member (its local session); only a global session may create an ephemeral;
+- what a local session's write means (``on_write``): its closeSession is its member's alone (no
+  txn); an ephemeral create upgrades it first, or without localSessionsUpgradingEnabled fails.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from enum import Enum
 from typing import Any
 
 from zkpy.errors import SessionExpiredError, ZookeeperError
 from zkpy.ids import to_signed64
+from zkpy.server.requests import DECODE_ERRORS, decode_write
 from zkpy.server.sessions import SessionTracker
 from zkpy.wire.consts import CreateMode, OpCode
 
@@ -43,6 +47,15 @@ def needs_global(op: int, request: Any) -> bool:
     if op == OpCode.MULTI and isinstance(request, Iterable):
         return any(o.type in _CREATES and o.request.flags in _EPHEMERAL_FLAGS for o in request)
     return False
+
+
+class LocalWrite(Enum):
+    """What a write of a session means for local sessions (``LocalSessions.on_write``)."""
+
+    GLOBAL = "global"  # nothing special: the write goes on (a global session, or a write a local one may send)
+    CLOSE = "close"  # a local session's closeSession: its member answers it in the session's turn, no txn
+    UPGRADED = "upgraded"  # an ephemeral create upgraded the session: its createSession goes first, then the write
+    REFUSED = "refused"  # an ephemeral create with no upgrades allowed: the write fails, EphemeralOnLocalSession
 
 
 class LocalSessions:
@@ -98,6 +111,28 @@ class LocalSessions:
         """A closeSession txn for this id was applied."""
         self.upgrading.pop(session_id, None)
         self.tracker.remove(session_id)
+
+    def on_write(self, session_id: int, op: int, body: bytes) -> tuple[LocalWrite, int]:
+        """What a write ``op`` (its ``body`` undecoded) of ``session_id`` means here
+        (QuorumZooKeeperServer.checkUpgradeSession), with the upgraded session's timeout. An
+        ephemeral create (or a multi holding one) of a live local session upgrades it here, when
+        localSessionsUpgradingEnabled. A body that does not decode goes on (its write fails)."""
+        if session_id not in self.tracker.sessions:
+            return LocalWrite.GLOBAL, 0
+        if op == OpCode.CLOSE_SESSION:
+            return LocalWrite.CLOSE, 0
+        if op not in (OpCode.CREATE, OpCode.CREATE2, OpCode.MULTI):
+            return LocalWrite.GLOBAL, 0
+        try:
+            request = decode_write(op, body)
+        except DECODE_ERRORS:
+            return LocalWrite.GLOBAL, 0
+        if not needs_global(op, request):
+            return LocalWrite.GLOBAL, 0
+        if not self.upgrading_enabled:
+            return LocalWrite.REFUSED, 0
+        timeout = self.upgrade(session_id)
+        return (LocalWrite.GLOBAL, 0) if timeout is None else (LocalWrite.UPGRADED, timeout)
 
     def checks(self, session_id: int, global_live: bool, upgrade_error: ZookeeperError | None,
                my_id: int) -> tuple[bool, ZookeeperError | None]:

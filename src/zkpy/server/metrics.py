@@ -169,6 +169,33 @@ class ServerMetrics:
         self.auth_failed = 0
 
 
+class ServerStats:
+    """Counters the four-letter words report (ServerStats)."""
+
+    def __init__(self) -> None:
+        self.packets_received = 0
+        self.packets_sent = 0
+        self.min_latency = -1
+        self.max_latency = 0
+        self.total_latency = 0
+        self.count = 0
+
+    def record_latency(self, ms: int) -> None:
+        if ms < self.min_latency or self.min_latency < 0:  # comparisons, not min()/max(): once per request
+            self.min_latency = ms
+        if ms > self.max_latency:
+            self.max_latency = ms
+        self.total_latency += ms
+        self.count += 1
+
+    def reset(self) -> None:
+        self.__init__()  # type: ignore[misc]
+
+    @property
+    def avg_latency(self) -> float:
+        return self.total_latency / self.count if self.count else 0.0
+
+
 def summary_lines(name: str, summary: Summary, avg: str) -> list[tuple[str, object]]:
     """mntr's lines for one summary: ``avg_`` (``avg`` already formatted), ``min_``, ``max_``,
     ``cnt_``, ``sum_``, then the quantiles of a detailed one."""

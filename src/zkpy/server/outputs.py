@@ -1,10 +1,21 @@
 """What the request pipeline (``ServerCore``) asks of whoever drives it: the output of ``ready()``.
 
-One list, in the order the pipeline produced it. A standalone server logs each `Propose` and,
-once its fsync worker reports them durable, calls ``apply_persisted(count)``; a leader also
-proposes them to its voters and answers each `CheckQuorum`; a learner sends each `Forward` and
-`Revalidate` to its leader. Every driver writes each `Output` connection's bytes (and closes it
-when it is closing): a connection appears once per ``ready()``, after what produced its bytes.
+One list, in the order the pipeline produced it; every driver dispatches it with one ``match``
+that ends in ``assert_never``, so a new output type fails mypy until every driver handles it.
+
+* `Propose` (standalone, leader): log the txn; once the fsync worker reports it durable, call
+  ``apply_persisted(count)``; a leader also proposes it to its voters.
+* `CheckQuorum` (leader with zkpy.quorumSync): confirm the leadership, answered by
+  ``quorum_confirmed(token)``.
+* `Forward`, `Revalidate` (learner): send to the leader; its answers come back through
+  ``apply_committed``, ``sync_done`` and ``revalidated``.
+* `Touches` (learner, after ``report_touches()``): the sessions its clients kept alive, for
+  the leader (in a PING).
+* `Relayed` (a learner member with serving processes): the leader's answer to a worker's
+  request, for that worker's link.
+* `TxnApplied` (a pipeline made with ``trace=True``): a txn was applied, for the simulator's checkers.
+* `Output`: write ``conn``'s bytes (and close it when it is closing); a connection appears
+  once per ``ready()``, after what produced its bytes.
 """
 
 from __future__ import annotations
@@ -59,10 +70,39 @@ class CheckQuorum:
 
 
 @dataclass(frozen=True, slots=True)
+class Touches:
+    """Learner: the sessions seen alive since the last report, with their timeouts (the answer
+    to ``report_touches()``; ZooKeeper's touch table, sent in the PING reply)."""
+
+    sessions: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Relayed:
+    """Learner member with serving processes: the leader's answer to a request worker ``link``
+    relayed (``relay_request``, ``relay_revalidate``): a sync's SYNC (``session`` None) or
+    whether a moved session lives."""
+
+    link: int
+    session: int | None
+    valid: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TxnApplied:
+    """Only from a pipeline made with ``trace=True``: this txn was applied; ``digest`` is the
+    tree's digest right after it."""
+
+    hdr: TxnHeader
+    txn: Any
+    digest: int
+
+
+@dataclass(frozen=True, slots=True)
 class Output:
     """``conn`` has bytes in ``conn.out`` to write, or is closing: write them, then close it."""
 
     conn: Connection
 
 
-ServerOutput = Propose | Forward | Revalidate | CheckQuorum | Output
+ServerOutput = Propose | Forward | Revalidate | CheckQuorum | Touches | Relayed | TxnApplied | Output

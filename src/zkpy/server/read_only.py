@@ -25,8 +25,9 @@ from zkpy.config import ServerConfig
 from zkpy.errors import Code, ZookeeperError
 from zkpy.ids import long_hex
 from zkpy.server.connection import Connection
-from zkpy.server.core import Log, QueuedRead, ServerCore
+from zkpy.server.core import Log, ServerCore
 from zkpy.server.handshake import read_connect
+from zkpy.server.requests import QueuedRead
 from zkpy.server.sessions import SessionTracker
 from zkpy.tree.datatree import DataTree
 from zkpy.wire.consts import OpCode

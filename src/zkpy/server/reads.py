@@ -8,11 +8,13 @@ client's last zxid, through ``notify``, before its reply.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Collection
 from typing import Any
 
 from zkpy.errors import (
     BadArgumentsError,
+    Code,
     MarshallingError,
     NoNodeError,
     NoWatcherError,
@@ -20,6 +22,7 @@ from zkpy.errors import (
     ZookeeperError,
 )
 from zkpy.server.connection import Connection
+from zkpy.server.requests import OP_NAMES
 from zkpy.tree.acl import check_acl, has_permission
 from zkpy.tree.datatree import DataTree, Node
 from zkpy.tree.watches import PERSISTENT, RECURSIVE
@@ -62,6 +65,23 @@ _NOTIFY_HEADER = ReplyHeader(Xid.NOTIFICATION, -1, 0).to_bytes()
 def event_payload(etype: int, path: str) -> bytes:
     """A watch notification as the client reads it: the NOTIFICATION reply header, then the event."""
     return _NOTIFY_HEADER + WatcherEvent(etype, KeeperState.SYNC_CONNECTED, path).to_bytes()
+
+
+def answer_read(tree: DataTree, conn: Connection, op: int, body: bytes, notify: Notify,
+                unnamed: Collection[str]) -> tuple[bytes, int, tuple[str, str] | None]:
+    """``run_read`` as the pipeline answers it: the response record and the error code (0, or
+    ZooKeeper's code with an empty response), and the (kind, line) to log when the request was
+    refused with BadArguments or did not decode (MarshallingError)."""
+    try:
+        return run_read(tree, conn, op, body, notify, unnamed), 0, None
+    except ZookeeperError as exc:
+        err = int(exc.code)
+        if err == Code.BADARGUMENTS:
+            return b"", err, ("refused", f"{OP_NAMES.get(op, op)} from {conn.ip}:{conn.port} refused with BADARGUMENTS")
+        return b"", err, None
+    except (ProtocolError, ValueError, IndexError, struct.error) as exc:
+        return b"", int(Code.MARSHALLINGERROR), (
+            "undecodable", f"failed to process {OP_NAMES.get(op, op)} from {conn.ip}:{conn.port}: {exc}")
 
 
 def run_read(tree: DataTree, conn: Connection, op: int, body: bytes, notify: Notify,

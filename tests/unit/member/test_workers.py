@@ -45,16 +45,14 @@ class Pair:
         self.member = LeaderServerCore(config, 0, WALL)
         self.member.sessions.partition(0, 2)
         self.hub = WorkerHub(self.member)
-        self.feed = WorkerFeed()
+        self.feed = WorkerFeed(config, 1, 2, 0, WALL)
         self.hub.attach(1)
         self.unpersisted = 0
         self.durable = True
         for link, data in self.hub.take():
             assert link == 1 and self.feed.receive(data)
-        assert self.feed.tree is not None
-        self.worker = LearnerServerCore(config, 0, WALL, tree=self.feed.tree)
-        self.worker.sessions.partition(1, 2)
-        self.feed.pipeline = self.worker
+        assert self.feed.pipeline is not None
+        self.worker: LearnerServerCore = self.feed.pipeline
         self.ids = 0
 
     def persist(self) -> None:
@@ -76,9 +74,8 @@ class Pair:
             for _link, data in self.hub.take():
                 self.feed.receive(data)
                 moved = True
-            self.feed.outputs(self.worker.ready())
-            self.feed.touches()
-            out = self.feed.take()
+            self.worker.report_touches()
+            out, _ = self.feed.ready()
             if out:
                 self.hub.receive(1, out)
                 moved = True
@@ -200,25 +197,39 @@ def test_a_learner_member_relays_its_workers_syncs_and_revalidations_to_the_lead
     `Revalidate` outputs (for its learner link), interleaved with its own; the leader's SYNCs
     and revalidation answers go back to whoever asked, and none to a worker whose link closed."""
     from zkpy.member.workers import _REVALIDATE_REP, _LinkReader
-    from zkpy.server.outputs import Forward, Revalidate
+    from zkpy.server.outputs import Forward, Relayed, Revalidate, ServerOutput, Touches
     from zkpy.wire.quorum import PacketType
 
     config = ServerConfig(tick_ms=TICK, min_session_timeout_ms=400, max_session_timeout_ms=4000)
     member = LearnerServerCore(config, 0, WALL)
     hub = WorkerHub(member)
     hub.attach(1)
-    hub.take()  # the SNAP
-    feed = WorkerFeed()
-    feed.outputs([Forward(0x11, 5, OpCode.SET_DATA, b"body", ()), Forward(0x11, 6, OpCode.SYNC, b"s", ()),
-                  Revalidate(0x22, 3000)])
-    hub.receive(1, feed.take())
+    feed = WorkerFeed(config, 1, 2, 0, WALL)
+    assert feed.receive(b"".join(data for _, data in hub.take()))  # the SNAP
+    assert feed.pipeline is not None
+
+    def worker_sends(*outputs: ServerOutput) -> None:
+        """The worker's pipeline produced these (as its clients' requests would): to the member."""
+        feed.pipeline._out.extend(outputs)  # type: ignore[union-attr]
+        hub.receive(1, feed.ready()[0])
+
+    def relay() -> None:
+        """The member's pipeline's answers for its workers go to the hub, as its term core hands them."""
+        for o in member.ready():
+            if isinstance(o, Relayed):
+                hub.relayed(o.link, o.session, o.valid)
+
+    worker_sends(Forward(0x11, 5, OpCode.SET_DATA, b"body", ()), Forward(0x11, 6, OpCode.SYNC, b"s", ()),
+                 Revalidate(0x22, 3000))
     out = member.ready()
     assert [(type(o).__name__, getattr(o, "op", None)) for o in out] == [
         ("Forward", OpCode.SET_DATA), ("Forward", OpCode.SYNC), ("Revalidate", None)]
     member.touch([(0x11, 3000)])
-    assert (0x11, 3000) in member.take_touches()
+    member.report_touches()
+    assert Touches(((0x11, 3000),)) in member.ready()
     member.sync_done()
     member.revalidated(0x22, True)
+    relay()
     reader = _LinkReader(1 << 20)
     reader.feed(b"".join(data for _, data in hub.take()))
     got = []
@@ -226,12 +237,12 @@ def test_a_learner_member_relays_its_workers_syncs_and_revalidations_to_the_lead
         got.append((p.type, _REVALIDATE_REP.unpack_from(p.data, 0) if p.type == PacketType.REVALIDATE else None))
     assert got == [(PacketType.SYNC, None), (PacketType.REVALIDATE, (0x22, True))]
     # a worker's link closes with a sync and a revalidation due: their answers go nowhere
-    feed.outputs([Forward(0x11, 7, OpCode.SYNC, b"s", ()), Revalidate(0x33, 3000)])
-    hub.receive(1, feed.take())
+    worker_sends(Forward(0x11, 7, OpCode.SYNC, b"s", ()), Revalidate(0x33, 3000))
     member.ready()
     hub.detach(1)
     hub.attach(1)  # started again under the same id
     hub.take()
     member.sync_done()
     member.revalidated(0x33, True)
+    relay()
     assert hub.take() == []
