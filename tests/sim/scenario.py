@@ -7,7 +7,7 @@ from collections.abc import Callable
 from zkpy.quorum.leader import Phase as LeaderPhase
 from zkpy.testing.sim import Cluster, SimConfig
 from zkpy.testing.sim.node import SimNode
-from zkpy.testing.sim.terms import LeaderTerm
+from zkpy.testing.sim.terms import SimLeaderTerm
 from zkpy.tree.acl import OPEN_ACL_UNSAFE
 from zkpy.wire.consts import CreateMode, OpCode
 from zkpy.wire.proto import CreateRequest
@@ -48,7 +48,7 @@ class Script:
     def leading(self, sid: int) -> bool:
         """Server ``sid`` is an established leader (as it believes)."""
         t = self.node(sid).term
-        return isinstance(t, LeaderTerm) and t.zab.phase is LeaderPhase.BROADCAST and t.ended is None
+        return isinstance(t, SimLeaderTerm) and t.zab.phase is LeaderPhase.BROADCAST and t.ended is None
 
     def open_session(self, sid: int, client: int = 0) -> None:
         assert self.c.open_session(sid, client), f"server {sid} is not serving"

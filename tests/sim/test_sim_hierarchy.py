@@ -29,7 +29,7 @@ def script() -> Script:
 
 
 def serving(s: Script, sids: tuple[int, ...]) -> bool:
-    return any(s.node(sid).mode in ("leading", "following") for sid in sids)
+    return any(s.node(sid).mode in ("leader", "follower") for sid in sids)
 
 
 def test_a_plain_majority_without_a_weighted_quorum_stops_writes() -> None:

@@ -13,7 +13,7 @@ import pytest
 from zkpy.errors import ReconfigInProcessError
 from zkpy.quorum.dynconfig import parse_config_data
 from zkpy.testing.sim import SimConfig
-from zkpy.testing.sim.terms import LeaderTerm
+from zkpy.testing.sim.terms import SimLeaderTerm
 from zkpy.tree.acl import OPEN_ACL_UNSAFE
 from zkpy.wire.consts import CreateMode, OpCode
 from zkpy.wire.proto import CreateRequest, ReconfigRequest
@@ -79,9 +79,9 @@ def test_members_removed_and_added_while_servers_crash(seed: int) -> None:
     reconfig(s, leader.sid, leaving=str(gone))
     # one reconfig at a time: a second one prepped before the first commits is ReconfigInProgress
     term = leader.term
-    assert isinstance(term, LeaderTerm)
+    assert isinstance(term, SimLeaderTerm)
     with pytest.raises(ReconfigInProcessError):
-        term.member.next_config(ReconfigRequest(None, str(crashed), None, -1), 0)  # type: ignore[arg-type]
+        term.term_core.next_config(ReconfigRequest(None, str(crashed), None, -1), 0)  # type: ignore[arg-type]
     s.c.crash(crashed)
     s.wait(lambda: s.c.leader() is not None and s.c.leader().quorum.config_version > before[2],  # type: ignore[union-attr]
            "the removal to commit")
@@ -135,7 +135,7 @@ def test_shrinking_to_three_while_the_two_removed_are_cut_off(seed: int) -> None
     voters, observers, _ = agreed(s)
     assert voters == keep and observers == []
     # the two removed are not shut down: they follow without a vote, as in 3.8
-    assert all(s.node(sid).mode.startswith("following") for sid in drop), [s.node(sid).mode for sid in drop]
+    assert all(s.node(sid).mode == "follower" for sid in drop), [s.node(sid).mode for sid in drop]
     s.final()
     assert s.everywhere("/shrunk")
 
@@ -151,12 +151,12 @@ def test_an_observer_promoted_to_participant_and_back(seed: int) -> None:
     s.wait(lambda: settled(s, before[2]), "the promotion to be active everywhere")
     promoted = agreed(s)
     assert promoted[0] == [1, 2, 3, 4] and promoted[1] == []
-    s.wait(lambda: s.node(4).mode == "following", "the old observer to follow")
+    s.wait(lambda: s.node(4).mode == "follower", "the old observer to follow")
     write(s, "/promoted")
     leader = s.leader()
     reconfig(s, leader.sid, joining=line(4, "observer"))
     s.wait(lambda: settled(s, promoted[2]), "the demotion to be active everywhere")
     assert agreed(s)[1] == [4]
-    s.wait(lambda: s.node(4).mode == "observing", "the member to observe again")
+    s.wait(lambda: s.node(4).mode == "observer", "the member to observe again")
     s.final()
     assert s.everywhere("/promoted")

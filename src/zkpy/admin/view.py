@@ -19,8 +19,11 @@ class Summary(Protocol):
 
 
 class ServerView(Protocol):
-    config: ServerConfig
     trace_mask: int  # gtmk / stmk
+
+    @property
+    def config(self) -> ServerConfig:
+        """The server's config (a member's active one)."""
 
     @property
     def core(self) -> ServerCore | None:

@@ -54,6 +54,8 @@ from .history import History
 from .term import Log, TermCore, ZabOutput
 
 _TOUCH = struct.Struct(">qi")
+LEARNER_CONNECT_TRIES = 5  # Learner.connectToLeader
+LEARNER_CONNECT_DELAY_MS = 100  # leaderConnectDelayDuringRetryMs (100 ms in 3.8)
 
 
 class LearningCore(TermCore):
@@ -88,9 +90,24 @@ class LearningCore(TermCore):
         self._to_log: list[tuple[int, bytes]] = []
         self._held: deque[zf.Action] = deque()  # the Zab core's actions not run yet (after a barrier)
         self._pings: deque[int] = deque()  # the zxids of PINGs whose reply waits for the pipeline's touches
+        self._connect_tries = 0
+        self._connect_deadline_ms = now_ms + config.tick_ms * q.init_limit_ticks
         self._started = False
 
     # ---- inputs
+
+    def connect_timeout_ms(self) -> int:
+        """How long the shell's next try to connect to the leader may take (Learner.connectToLeader:
+        every try within initLimit ticks of the term's start)."""
+        return max(100, self._connect_deadline_ms - self.now_ms)
+
+    def connect_failed(self) -> int | None:
+        """A try to connect to the leader failed: the delay before the next, or None when the
+        term gives up (``LEARNER_CONNECT_TRIES`` tries, or no time left before the deadline)."""
+        self._connect_tries += 1
+        if self._connect_tries >= LEARNER_CONNECT_TRIES or self.now_ms + LEARNER_CONNECT_DELAY_MS >= self._connect_deadline_ms:
+            return None
+        return LEARNER_CONNECT_DELAY_MS
 
     def connected(self) -> None:
         """The connection to the leader is up: FOLLOWERINFO (OBSERVERINFO) goes out."""

@@ -20,9 +20,8 @@ from zkpy.member import effects as fx
 from zkpy.member.history import History
 from zkpy.member.leading import LeadingCore
 from zkpy.member.quorum_auth import QuorumAuthServer, Verdict
-from zkpy.quorum.verifier import QuorumVerifier, config_string
 from zkpy.ratelimit import LogLimiter
-from zkpy.runtime.clock import now_ms, tick_interval_s, wall_ms
+from zkpy.runtime.clock import now_ms, tick_interval_s
 from zkpy.runtime.quorum_auth import new_auth_server
 from zkpy.runtime.term import Term, TermHost, log
 
@@ -96,13 +95,9 @@ class LearnerLink(asyncio.Protocol):
 class LeaderTerm(Term):
     role = "leader"
 
-    def __init__(self, host: TermHost, verifier: QuorumVerifier, history: History, accepted: int, current: int) -> None:
+    def __init__(self, host: TermHost, core: LeadingCore) -> None:
         super().__init__(host)
-        self.core: LeadingCore = LeadingCore(host.config, verifier, history, accepted_epoch=accepted,
-                                             current_epoch=current,
-                                             config_data=config_string(host.quorum).encode("utf-8"),
-                                             now_ms=now_ms(), wall_ms=wall_ms(),
-                                             log=lambda m: log.info("server %d: %s", host.sid, m))
+        self.core: LeadingCore = core
         self.links: dict[int, LearnerLink] = {}
         self.cids = itertools.count(1)
         self.limiter = LogLimiter()  # lines a peer can make us repeat (a connection to the quorum port)

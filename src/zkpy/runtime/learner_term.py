@@ -7,35 +7,25 @@ through this learner's own link (``LearnerServerCore.relay_*``, ``member.workers
 from __future__ import annotations
 
 import asyncio
-import time
 
 from zkpy.member import effects as fx
+from zkpy.member.datadir import truncate_data_dir
 from zkpy.member.history import History
 from zkpy.member.learning import LearningCore
-from zkpy.quorum.verifier import config_string
-from zkpy.runtime.clock import now_ms, tick_interval_s, wall_ms
+from zkpy.runtime.clock import tick_interval_s
 from zkpy.runtime.persistence import Persistence
 from zkpy.runtime.quorum_auth import QuorumAuthError, authenticate_to
 from zkpy.runtime.term import Term, TermEnded, TermHost, log
-from zkpy.storage.recovery import recover
-from zkpy.storage.truncate import truncate_to
 
-LEARNER_CONNECT_TRIES = 5  # Learner.connectToLeader
-LEARNER_CONNECT_DELAY_S = 0.1  # leaderConnectDelayDuringRetryMs default (100 ms in 3.8)
 READ_CHUNK = 1 << 20
 
 
 class LearnerTerm(Term):
-    def __init__(self, host: TermHost, history: History, leader_sid: int, accepted: int, current: int,
-                 observer: bool) -> None:
+    def __init__(self, host: TermHost, core: LearningCore) -> None:
         super().__init__(host)
-        self.role = "observer" if observer else "follower"
-        self.leader_sid = leader_sid
-        self.core: LearningCore = LearningCore(host.config, history, leader_sid=leader_sid, observer=observer,
-                                               accepted_epoch=accepted, current_epoch=current,
-                                               config_data=config_string(host.quorum).encode("utf-8"),
-                                               now_ms=now_ms(), wall_ms=wall_ms(),
-                                               log=lambda m: log.info("server %d: %s", host.sid, m))
+        self.role = core.role
+        self.leader_sid = core.leader_sid
+        self.core: LearningCore = core
         self.writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task[None] | None = None
         self._ticker: asyncio.TimerHandle | None = None
@@ -59,18 +49,22 @@ class LearnerTerm(Term):
         return await self.ended
 
     async def _connect(self, host: str, port: int) -> asyncio.StreamReader | None:
+        """Connect to the leader, trying again as long as the core says (``connect_failed``)."""
         config = self.host.config
-        deadline = time.monotonic() + config.tick_ms * self.host.quorum.init_limit_ticks / 1000
-        for attempt in range(LEARNER_CONNECT_TRIES):
+        tries = 0
+        while True:
+            tries += 1
+            self._time()
+            timeout = self.core.connect_timeout_ms() / 1000
             try:
-                timeout = max(0.1, deadline - time.monotonic())
                 tls = self.host.quorum_tls
                 reader, writer = await asyncio.wait_for(
                     asyncio.open_connection(host, port, ssl=tls.client if tls else None,
                                             server_hostname=host if tls else None), timeout)
                 log.info("server %d: connected to leader %d at %s:%d", self.host.sid, self.leader_sid, host, port)
+                self._time()
                 try:
-                    await authenticate_to(reader, writer, config.quorum_sasl, max(0.1, deadline - time.monotonic()))
+                    await authenticate_to(reader, writer, config.quorum_sasl, self.core.connect_timeout_ms() / 1000)
                 except QuorumAuthError as exc:
                     log.warning("server %d: leader %d at %s:%d: %s", self.host.sid, self.leader_sid, host, port, exc)
                     writer.close()
@@ -79,11 +73,12 @@ class LearnerTerm(Term):
                 return reader
             except (TimeoutError, OSError) as exc:
                 log.warning("server %d: cannot connect to leader %d at %s:%d (try %d): %s", self.host.sid,
-                            self.leader_sid, host, port, attempt + 1, exc)
-                if time.monotonic() + LEARNER_CONNECT_DELAY_S >= deadline:
-                    break
-                await asyncio.sleep(LEARNER_CONNECT_DELAY_S)
-        return None
+                            self.leader_sid, host, port, tries, exc)
+                self._time()
+                delay_ms = self.core.connect_failed()
+                if delay_ms is None:
+                    return None
+                await asyncio.sleep(delay_ms / 1000)
 
     async def _read(self, reader: asyncio.StreamReader) -> None:
         core = self.core
@@ -114,12 +109,12 @@ class LearnerTerm(Term):
         self.end(reason)
 
     def _truncate(self, zxid: int) -> None:
-        """TRUNC: cut my log after ``zxid`` and reload; the core goes on from what was recovered."""
+        """TRUNC: cut my log after ``zxid`` and reload (``member.datadir``); the core goes on from
+        what was recovered."""
         host = self.host
         log.warning("server %d: truncating my log to 0x%x for leader %d", host.sid, zxid, self.leader_sid)
         self.close_persistence()
-        truncate_to(host.disk, host.dirs, zxid, log.info)
-        self.core.truncated(recover(host.disk, host.dirs, log.info))
+        self.core.truncated(truncate_data_dir(host.disk, host.dirs, zxid, log.info))
         self.persistence = Persistence(host.config, host.disk, host.dirs)
         self._start_persistence()
 

@@ -55,7 +55,7 @@ from zkpy.storage.disk import AppendFile, Disk, join
 from zkpy.storage.files import DataDirs
 from zkpy.storage.groupcommit import GroupCommit, StartSync, SyncDone
 from zkpy.storage.roll import RollPolicy
-from zkpy.storage.snapshot import SnapshotWriter, snapshot_name
+from zkpy.storage.snapshot import TMP_PREFIX, SnapshotWriter, snapshot_name, write_snapshot_file
 from zkpy.storage.txnlog import TxnLogWriter, encode_entry, frame_payload
 from zkpy.tree.datatree import DataTree
 
@@ -66,7 +66,6 @@ SNAPSHOT_SYNC_BYTES = 8 << 20  # sync the snapshot file every this many bytes
 SNAPSHOT_MAX_PENDING_WRITES = 16  # slices serialized but not yet written: past this the loop waits for the disk
 SNAPSHOT_CHILD_SYNC_BYTES = 1 << 20  # the forked writer writes far faster than slices come: sync more often
 SNAPSHOT_CHILD_STEP_NODES = 4096  # nodes per chunk the forked child serializes and writes
-TMP_PREFIX = "tmp."
 
 
 class Persistence:
@@ -138,20 +137,10 @@ class Persistence:
 
         return sync_here
 
-    def write_initial_snapshot(self, tree: DataTree) -> None:
-        """A fresh data dir gets snapshot.0 before serving, as ZooKeeper writes it (its loader
-        refuses logs without a snapshot)."""
-        writer = SnapshotWriter(tree)
-        data = writer.step(1 << 30)
-        self._write_file(join(self.dirs.snap_dir, snapshot_name(writer.zxid)), data + writer.finish())
-
-    def _write_file(self, path: str, data: bytes) -> None:
-        tmp = join(path.rsplit("/", 1)[0], TMP_PREFIX + path.rsplit("/", 1)[1])
-        f = self.disk.create(tmp)
-        f.write(data)
-        f.sync()
-        f.close()
-        self.disk.rename(tmp, path)
+    def write_snapshot_now(self, tree: DataTree) -> None:
+        """Write ``tree`` as a snapshot before going on (a fresh data dir's snapshot.0, as ZooKeeper
+        writes it: its loader refuses logs without a snapshot; a learner's SNAP)."""
+        write_snapshot_file(self.disk, self.dirs.snap_dir, tree)
 
     def _fatal(self, exc: BaseException, on_fatal: Callable[[BaseException], None]) -> None:
         if self.failed is None:

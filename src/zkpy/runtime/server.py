@@ -101,7 +101,7 @@ class ZkServer(ServesClients):
         self.loop = asyncio.get_running_loop()
         self.persistence.start(self.loop, self._durable, self._disk_failed)
         if self.recovered.fresh:
-            self.persistence.write_initial_snapshot(self.core.tree)
+            self.persistence.write_snapshot_now(self.core.tree)
         elif self.recovered.txns_replayed:
             self.persistence.start_snapshot(self.core.tree)  # the next restart replays less
         # As ZooKeeperServerMain: the admin and metrics endpoints listen before the client port, so

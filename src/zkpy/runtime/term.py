@@ -110,7 +110,7 @@ class Term:
             case fx.WriteEpoch():
                 self.host.write_epoch(effect.name, effect.value)
             case fx.WriteSnapshot():
-                self.persistence.write_initial_snapshot(effect.tree)
+                self.persistence.write_snapshot_now(effect.tree)
             case fx.Truncate():
                 self._truncate(effect.zxid)
             case fx.CloseLink():

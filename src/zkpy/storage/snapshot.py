@@ -50,6 +50,7 @@ from datetime import UTC, datetime
 
 from zkpy.errors import ProtocolError
 from zkpy.ids import MASK64, long_hex, to_signed64
+from zkpy.storage.disk import Disk, join
 from zkpy.tree.acl import OPEN_ACL_UNSAFE
 from zkpy.tree.datatree import DIGEST_STAT, NO_CHILDREN, UNHASHED, DataTree, Node, node_share
 from zkpy.wire.consts import CONTAINER_EPHEMERAL_OWNER, TTL_MASK
@@ -286,6 +287,24 @@ def write_snapshot(tree: DataTree, dbid: int = SNAP_DBID) -> bytes:
     """A whole snapshot of a tree that does not change meanwhile."""
     writer = SnapshotWriter(tree, dbid)
     return writer.step(1 << 62) + writer.finish()
+
+
+TMP_PREFIX = "tmp."  # a file being written: the next start removes it
+
+
+def write_snapshot_file(disk: Disk, snap_dir: str, tree: DataTree) -> str:
+    """Write ``tree`` (which does not change meanwhile) as ``snapshot.<its zxid>`` in ``snap_dir``
+    at once: a tmp file, synced, then renamed into place, so a crash never leaves a half-written
+    snapshot. Returns its path."""
+    name = snapshot_name(tree.last_processed_zxid)
+    path, tmp = join(snap_dir, name), join(snap_dir, TMP_PREFIX + name)
+    disk.makedirs(snap_dir)
+    f = disk.create(tmp)
+    f.write(write_snapshot(tree))
+    f.sync()
+    f.close()
+    disk.rename(tmp, path)
+    return path
 
 
 # ---------------------------------------------------------------- reading

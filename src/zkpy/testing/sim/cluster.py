@@ -35,7 +35,7 @@ from .network import DelayModel, Network
 from .node import SimNode
 from .scheduler import Scheduler
 from .sessions import Sessions
-from .terms import LeaderTerm, LearnerTerm, Peer
+from .terms import Peer, SimLeaderTerm, SimLearnerTerm
 from .workload import Client, Workload
 
 FAULT_KINDS = ("delay", "reorder", "drop", "partition", "crash", "torn", "pause")
@@ -208,7 +208,7 @@ class Cluster:
 
     def leader(self) -> SimNode | None:
         """The established leader every live server agrees on, if exactly one is established."""
-        leaders = [n for n in self.nodes.values() if n.alive and isinstance(n.term, LeaderTerm)
+        leaders = [n for n in self.nodes.values() if n.alive and isinstance(n.term, SimLeaderTerm)
                    and n.term.core is not None and n.term.ended is None]
         return leaders[0] if len(leaders) == 1 else None
 
@@ -219,7 +219,7 @@ class Cluster:
         if leader is None or leader.paused:
             return False
         lt = leader.term
-        assert isinstance(lt, LeaderTerm) and lt.core is not None
+        assert isinstance(lt, SimLeaderTerm) and lt.core is not None
         if lt.zab.outstanding or lt.core.unapplied or lt.logging:
             return False
         h = leader.history
@@ -228,7 +228,7 @@ class Cluster:
             if node is leader or node.sid not in members:
                 continue
             t = node.term
-            if not node.alive or node.paused or not isinstance(t, LearnerTerm) or not t.serving \
+            if not node.alive or node.paused or not isinstance(t, SimLearnerTerm) or not t.serving \
                     or t.leader_sid != leader.sid or t.ended is not None or t.logging:
                 return False
             if len(node.history) != len(h) or node.history[-1:] != h[-1:]:
@@ -291,7 +291,7 @@ def choose(rng: random.Random, nodes: int | None = None, faults: Iterable[str] |
 def _victim(cluster: Cluster, candidates: list[int]) -> int:
     """Half the time the server that leads (or believes it does), else any."""
     rng = cluster.rng
-    leaders = [s for s in candidates if isinstance(cluster.nodes[s].term, LeaderTerm)]
+    leaders = [s for s in candidates if isinstance(cluster.nodes[s].term, SimLeaderTerm)]
     if leaders and rng.random() < 0.5:
         return rng.choice(leaders)
     return rng.choice(candidates)

@@ -63,7 +63,7 @@ from zkpy.wire.proto import CreateRequest, ExistsRequest, GetDataRequest, SetDat
 from .checker import Checker
 from .config import SimConfig
 from .scheduler import Scheduler
-from .terms import LeaderTerm, LearnerTerm
+from .terms import SimLeaderTerm, SimLearnerTerm
 
 CLIENT_PORT = 2181
 TICK_MS = 50
@@ -93,7 +93,7 @@ class Server(Protocol):
     def incarnation(self) -> int: ...
 
     @property
-    def term(self) -> LeaderTerm | LearnerTerm | None: ...
+    def term(self) -> SimLeaderTerm | SimLearnerTerm | None: ...
 
     @property
     def client_links(self) -> dict[int, Link]: ...

@@ -1,10 +1,10 @@
-"""The terms of a simulated server: the member cores that ``runtime`` runs (``member.leading``,
+"""The terms of a simulated server: the term cores that ``runtime`` runs (``member.leading``,
 ``member.learning``), driven over the simulated network and disk.
 
 Nothing of the cores' logic is here: a term feeds its core the bytes, ticks and fsync reports
 the simulated world delivers, and runs the effects it returns, in order, as ``runtime.term``
-runs them on the OS (``member.effects`` states the contract both keep). The cores are made
-with ``trace=True``; their trace effects feed the checker (``checker``), the workload's
+runs them on the OS (``member.effects`` states the contract both keep). The member core makes
+them with ``trace=True``; their trace effects feed the checker (``checker``), the workload's
 acknowledgements and the per-server history the checker compares.
 
 Where the real shell swallows an unexpected exception (dropping a learner, or ending the
@@ -18,24 +18,22 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, assert_never
 
-from zkpy.config import QuorumConfig, ServerConfig
+from zkpy.config import ServerConfig
 from zkpy.ids import zxid_epoch
 from zkpy.member import effects as fx
-from zkpy.member.history import History
+from zkpy.member.datadir import truncate_data_dir
 from zkpy.member.leading import LeadingCore
 from zkpy.member.learning import LearningCore
+from zkpy.member.peer import PeerCore
 from zkpy.quorum import leader as zl
 from zkpy.quorum import learner as zf
-from zkpy.quorum.election import Election
-from zkpy.quorum.sync import DEFAULT_COMMITTED_LOG, LoggedTxn
 from zkpy.quorum.verifier import QuorumVerifier
 from zkpy.server.connection import Connection
 from zkpy.server.core import ServerCore
 from zkpy.storage.files import DataDirs
 from zkpy.storage.recovery import Recovered
-from zkpy.storage.truncate import truncate_to
 from zkpy.tree.datatree import DataTree
 from zkpy.wire.consts import OpCode
 from zkpy.wire.proto import Id
@@ -48,9 +46,6 @@ from .network import Network, QConn
 from .workload import Workload
 
 _MAY_CREATE_EPHEMERALS = frozenset({OpCode.CREATE, OpCode.CREATE2, OpCode.MULTI})
-
-LEARNER_CONNECT_TRIES = 5  # as runtime.learner_term
-LEARNER_CONNECT_DELAY_MS = 100
 
 
 class Ensemble(Protocol):
@@ -83,51 +78,27 @@ class Ensemble(Protocol):
 
 class Peer(Protocol):
     """What a term uses of the server it runs in (``node.SimNode``): the process, its data dir,
-    its election, and the tree and history it hands from term to term."""
+    its member core, and the history the checker follows."""
 
     history: list[int]
-    tree: DataTree | None
-    committed: list[LoggedTxn]
-    mode: str
+    sid: int
+    config: ServerConfig
+    alive: bool
+    incarnation: int
+    term_seq: int
+    disk: SimDisk
+    dirs: DataDirs
+    member: PeerCore | None
+    term: SimLeaderTerm | SimLearnerTerm | None
 
     @property
     def c(self) -> Ensemble: ...
 
     @property
-    def sid(self) -> int: ...
+    def tree(self) -> DataTree | None: ...
 
     @property
     def observer(self) -> bool: ...
-
-    @property
-    def config(self) -> ServerConfig: ...
-
-    @property
-    def config_data(self) -> bytes: ...
-
-    @property
-    def verifier(self) -> QuorumVerifier: ...
-
-    @property
-    def alive(self) -> bool: ...
-
-    @property
-    def incarnation(self) -> int: ...
-
-    @property
-    def term_seq(self) -> int: ...
-
-    @property
-    def term(self) -> LeaderTerm | LearnerTerm | None: ...
-
-    @property
-    def election(self) -> Election | None: ...
-
-    @property
-    def disk(self) -> SimDisk: ...
-
-    @property
-    def dirs(self) -> DataDirs: ...
 
     @property
     def now(self) -> int: ...
@@ -137,17 +108,15 @@ class Peer(Protocol):
 
     def post(self, delay_ms: int, fn: Callable[..., Any], *args: Any) -> None: ...
 
-    def recover(self) -> Recovered: ...
+    def run_member(self) -> None: ...
+
+    def recovered_from(self, rec: Recovered) -> None: ...
 
     def take_snapshot(self, tree: DataTree, history: list[int]) -> None: ...
 
     def write_epoch(self, name: str, value: int) -> None: ...
 
     def new_log(self, on_durable: Callable[[int], None], on_roll: Callable[[], None]) -> SimLog: ...
-
-    def carry(self, history: History) -> None: ...
-
-    def activate(self, quorum: QuorumConfig) -> None: ...
 
     def client_output(self, conn: Connection) -> None: ...
 
@@ -156,7 +125,7 @@ class _Term:
     """What both roles share: the core's effects, the fsync reports, the end."""
 
     accepts_learners = False
-    member: LeadingCore | LearningCore
+    term_core: LeadingCore | LearningCore
 
     def __init__(self, node: Peer) -> None:
         self.node = node
@@ -193,15 +162,15 @@ class _Term:
     @property
     def core(self) -> ServerCore | None:
         """The request pipeline, once the term serves."""
-        return self.member.server
+        return self.term_core.server
 
     @property
     def logging(self) -> list[int]:
-        return list(self.member.logging)
+        return list(self.term_core.logging)
 
     @property
     def tree(self) -> DataTree:
-        return self.member.tree
+        return self.term_core.tree
 
     def current(self) -> bool:
         return self.node.term is self and self.ended is None and self.node.alive
@@ -213,12 +182,12 @@ class _Term:
     # ---- driving the core
 
     def _time(self) -> None:
-        self.member.set_time(self.node.now, self.node.wall_ms)
+        self.term_core.set_time(self.node.now, self.node.wall_ms)
 
     def pump(self) -> None:
         """Run the core's effects, batch after batch (also after the term ended, as the real shell
         does: a closed term's effects reach nothing, and its core should have none)."""
-        while effects := self.member.ready():
+        while effects := self.term_core.ready():
             for i, effect in enumerate(effects):
                 self._rest = effects[i + 1:]
                 self.execute(effect)
@@ -226,37 +195,59 @@ class _Term:
 
     def execute(self, effect: fx.Effect) -> None:
         node, checker = self.node, self.c.checker
-        if isinstance(effect, fx.AppendLog):
-            assert self.log is not None
-            self.log.log_payloads(effect.zxids, effect.payloads)
-        elif isinstance(effect, fx.WriteEpoch):
-            node.write_epoch(effect.name, effect.value)
-        elif isinstance(effect, fx.WriteSnapshot):
-            node.take_snapshot(effect.tree, node.history)
-        elif isinstance(effect, fx.Serving):
-            self._serving(effect.epoch)
-        elif isinstance(effect, fx.EndTerm):
-            self.end(effect.reason)
-        elif isinstance(effect, fx.ActivateConfig):
-            node.activate(effect.quorum)
-        elif isinstance(effect, fx.Output):
-            node.client_output(effect.conn)
-        elif isinstance(effect, fx.Applied):
-            self._applied(effect)
-        elif isinstance(effect, fx.Logged):
-            checker.check_txn(node, effect.zxid, effect.payload, "logged")
-        elif isinstance(effect, fx.Proposed):
-            checker.on_propose(node, effect.zxid, effect.payload)
-        elif isinstance(effect, fx.PacketIn):
-            self.c.packet_received(node, self._peer(effect.link), effect.packet)
-        elif isinstance(effect, fx.PacketOut):
-            self._outgoing.setdefault(effect.link, []).append(effect.packet)
-            self.c.packet_sent(node, self._peer(effect.link), effect.packet)
-        else:
-            self._io(effect)
+        match effect:
+            case fx.Output():
+                node.client_output(effect.conn)
+            case fx.Send():
+                self._send(effect)
+            case fx.AppendLog():
+                assert self.log is not None
+                self.log.log_payloads(effect.zxids, effect.payloads)
+            case fx.WriteEpoch():
+                node.write_epoch(effect.name, effect.value)
+            case fx.WriteSnapshot():
+                node.take_snapshot(effect.tree, node.history)
+            case fx.Truncate():
+                self._truncate(effect.zxid)
+            case fx.CloseLink():
+                self._close_link(effect.link, effect.reason)
+            case fx.Serving():
+                self._serving(effect.epoch)
+            case fx.ActivateConfig():
+                assert node.member is not None
+                node.member.config_activated(effect.quorum)
+                node.run_member()
+            case fx.EndTerm():
+                self.end(effect.reason)
+            case fx.StartWorkers() | fx.PublishApplied() | fx.ToWorker():
+                raise AssertionError(f"simulator: serving processes are not simulated yet: {effect!r}")
+            case fx.Applied():
+                self._applied(effect)
+            case fx.Logged():
+                checker.check_txn(node, effect.zxid, effect.payload, "logged")
+            case fx.Proposed():
+                checker.on_propose(node, effect.zxid, effect.payload)
+            case fx.PacketIn():
+                self.c.packet_received(node, self._peer(effect.link), effect.packet)
+            case fx.PacketOut():
+                self._outgoing.setdefault(effect.link, []).append(effect.packet)
+                self.c.packet_sent(node, self._peer(effect.link), effect.packet)
+            case fx.SnapshotLoaded():
+                self._snapshot_loaded(effect)
+            case _:
+                assert_never(effect)
 
-    def _io(self, effect: fx.Effect) -> None:
-        raise AssertionError(f"simulator: {type(self).__name__} cannot run {effect!r}")
+    def _send(self, effect: fx.Send) -> None:
+        raise NotImplementedError
+
+    def _close_link(self, link: int, reason: str) -> None:
+        raise NotImplementedError
+
+    def _truncate(self, zxid: int) -> None:
+        raise AssertionError(f"simulator: a {type(self).__name__} truncates nothing (TRUNC to 0x{zxid:x})")
+
+    def _snapshot_loaded(self, effect: fx.SnapshotLoaded) -> None:
+        raise AssertionError(f"simulator: a {type(self).__name__} loads no snapshot")
 
     def _peer(self, link: int) -> int:
         raise NotImplementedError
@@ -273,13 +264,17 @@ class _Term:
             self.c.checker.on_ephemerals_created(node, self.tree, a.hdr.clientId)
 
     def _serving(self, epoch: int) -> None:
-        raise NotImplementedError
+        """The term serves: the member core hears of it (as ``runtime.peer``'s ``serving``)."""
+        node = self.node
+        assert node.member is not None
+        node.member.term_serving(epoch)
+        node.run_member()
 
     def _durable(self, count: int) -> None:
         """The fsync worker's report, also after the term was closed (the real worker's last
         report reaches the loop after the close, as this one does): the core decides."""
         self._time()
-        self.member.durable(count)
+        self.term_core.durable(count)
         self.pump()
 
     def flush(self) -> None:
@@ -292,7 +287,7 @@ class _Term:
 
     def tick(self) -> None:
         self._time()
-        self.member.tick()
+        self.term_core.tick()
         self.pump()
 
     def _roll(self) -> None:
@@ -322,24 +317,20 @@ def _auth(op: int) -> tuple[Id, ...]:
 # ---------------------------------------------------------------- leader
 
 
-class LeaderTerm(_Term):
+class SimLeaderTerm(_Term):
     role = "leader"
     accepts_learners = True
 
-    def __init__(self, node: Peer, history: list[LoggedTxn], accepted: int, current: int) -> None:
+    def __init__(self, node: Peer, core: LeadingCore) -> None:
         super().__init__(node)
-        assert node.tree is not None
-        self.member: LeadingCore = LeadingCore(node.config, node.verifier, History(node.tree, list(history)),
-                                               accepted_epoch=accepted, current_epoch=current,
-                                               config_data=node.config_data, now_ms=node.now,
-                                               wall_ms=node.wall_ms, trace=True)
+        self.term_core: LeadingCore = core
         self.links: dict[int, QConn] = {}
         self.cids = itertools.count(1)
         self.log = node.new_log(self._durable, self._roll)
 
     @property
     def zab(self) -> zl.Leader:
-        return self.member.zab
+        return self.term_core.zab
 
     def start(self) -> None:
         self.pump()
@@ -356,7 +347,7 @@ class LeaderTerm(_Term):
         conn.ends[self.sid] = self
         conn.leader_cid = cid
         self._time()
-        self.member.link_connected(cid)
+        self.term_core.link_connected(cid)
 
     def _cid(self, conn: QConn) -> int | None:
         cid = conn.leader_cid
@@ -369,7 +360,7 @@ class LeaderTerm(_Term):
         if cid is None:
             return
         self._time()
-        self.member.link_data(cid, data)
+        self.term_core.link_data(cid, data)
         self.pump()
         self.flush_due = True
 
@@ -378,10 +369,10 @@ class LeaderTerm(_Term):
         if cid is None:
             return
         self.links.pop(cid, None)
-        self.member.link_lost(cid)
+        self.term_core.link_lost(cid)
 
     def client_request(self, session: int, cxid: int, op: int, body: bytes) -> None:
-        core = self.member.server
+        core = self.term_core.server
         assert core is not None
         self._time()
         core.learner_request(session, cxid, op, body, _auth(op))
@@ -398,29 +389,27 @@ class LeaderTerm(_Term):
         super().execute(effect)
 
     def tick(self) -> None:
-        server = self.member.server
+        server = self.term_core.server
         before = server.unapplied if server is not None else 0
         super().tick()
         if server is not None and self.zab.phase is zl.Phase.STOPPED and server.unapplied > before:
             self.c.stats["expiry_as_leader_stops"] += 1  # the tick that ended the term expired a session
 
-    def _io(self, effect: fx.Effect) -> None:
-        if isinstance(effect, fx.Send):
-            conn = self.links.get(effect.link)
-            for chunk, snapshot in self._chunks(effect):
-                if conn is not None:
-                    meta = None
-                    if snapshot:
-                        meta = tuple(self.node.history)
-                        self.c.stats["snap_sent"] += 1
-                    self.c.net.send(conn, self.sid, chunk, meta)
-        elif isinstance(effect, fx.CloseLink):
-            self._outgoing.pop(effect.link, None)
-            conn = self.links.pop(effect.link, None)
+    def _send(self, effect: fx.Send) -> None:
+        conn = self.links.get(effect.link)
+        for chunk, snapshot in self._chunks(effect):
             if conn is not None:
-                self.c.net.close(conn, self.sid, abort=True)
-        else:
-            super()._io(effect)
+                meta = None
+                if snapshot:
+                    meta = tuple(self.node.history)
+                    self.c.stats["snap_sent"] += 1
+                self.c.net.send(conn, self.sid, chunk, meta)
+
+    def _close_link(self, link: int, reason: str) -> None:
+        self._outgoing.pop(link, None)
+        conn = self.links.pop(link, None)
+        if conn is not None:
+            self.c.net.close(conn, self.sid, abort=True)
 
     def _applied(self, a: fx.Applied) -> None:
         super()._applied(a)
@@ -430,67 +419,52 @@ class LeaderTerm(_Term):
     def _serving(self, epoch: int) -> None:
         node = self.node
         self.c.checker.on_tree(node, self.tree)
-        node.mode = "leading"
-        assert node.election is not None
-        node.election.update_peer_epoch(epoch)
         self.c.trace_event(self.sid, "established", epoch)
         self.c.stats["established"] += 1
         self.c.checker.on_established(node, epoch, node.history)
+        super()._serving(epoch)
 
     def close(self) -> None:
-        self.member.stop("term closed")
-        self.member.ready()  # the shell does not run what stopping produced: it aborts the links itself
+        self.term_core.stop("term closed")
+        self.term_core.ready()  # the shell does not run what stopping produced: it aborts the links itself
         for conn in list(self.links.values()):
             self.c.net.close(conn, self.sid, abort=True)
         self.links.clear()
         self._close_log()
 
-    def carry_over(self) -> bool:
-        """After close every proposal handed to the log is on disk: the next term starts from
-        this tree with those applied (``LeadingCore.carry_over``)."""
-        self.node.carry(self.member.carry_over())
-        return True
-
 
 # ---------------------------------------------------------------- learner
 
 
-class LearnerTerm(_Term):
-    def __init__(self, node: Peer, leader_sid: int, accepted: int, current: int, observer: bool = False) -> None:
+class SimLearnerTerm(_Term):
+    def __init__(self, node: Peer, core: LearningCore) -> None:
         super().__init__(node)
-        cfg = self.c.config
-        assert node.tree is not None
-        self.role = "observer" if observer else "follower"
-        self.leader_sid = leader_sid
-        self.member: LearningCore = LearningCore(node.config, History(node.tree, list(node.committed)),
-                                                 leader_sid=leader_sid, observer=observer,
-                                                 accepted_epoch=accepted, current_epoch=current,
-                                                 config_data=node.config_data, now_ms=node.now,
-                                                 wall_ms=node.wall_ms, trace=True)
+        self.role = core.role
+        self.leader_sid = core.leader_sid
+        self.term_core: LearningCore = core
         self.conn: QConn | None = None
-        self._tries = 0
-        self._deadline = node.now + cfg.tick_ms * cfg.init_limit
 
     @property
     def zab(self) -> zf.Learner:
-        return self.member.zab
+        return self.term_core.zab
 
     @property
     def serving(self) -> bool:
-        return self.member.served
+        return self.term_core.served
 
     def start(self) -> None:
         self.c.net.connect(self.sid, self.leader_sid, self)
 
     def on_connect_failed(self) -> None:
+        """A try to connect to the leader failed: the core says whether to try again."""
         if not self.current():
             return
-        self._tries += 1
-        now = self.node.now
-        if self._tries >= LEARNER_CONNECT_TRIES or now + LEARNER_CONNECT_DELAY_MS >= self._deadline:
+        self._time()
+        delay = self.term_core.connect_failed()
+        if delay is None:
             self.end(f"could not connect to leader {self.leader_sid}")
             return
-        self.node.post(LEARNER_CONNECT_DELAY_MS, self._retry)
+        self.node.post(delay, self._retry)
 
     def _retry(self) -> None:
         if self.current():
@@ -503,22 +477,22 @@ class LearnerTerm(_Term):
         self.conn = conn
         self.log = self.node.new_log(self._durable, self._roll)
         self._time()
-        self.member.connected()
+        self.term_core.connected()
         self.pump()
 
     def on_data(self, conn: QConn, data: bytes) -> None:
         if conn is not self.conn or not self.current():
             return
         self._time()
-        self.member.link_data(data)
+        self.term_core.link_data(data)
         self.pump()
-        if self.member.server is not None:
+        if self.term_core.server is not None:
             self.flush_due = True
 
     def on_close(self, conn: QConn) -> None:
         if conn is self.conn and self.current():
             self._time()
-            self.member.link_lost()
+            self.term_core.link_lost()
             self.pump()
 
     def tick(self) -> None:
@@ -534,75 +508,54 @@ class LearnerTerm(_Term):
     def _peer(self, link: int) -> int:
         return self.leader_sid
 
-    def execute(self, effect: fx.Effect) -> None:
-        if isinstance(effect, fx.SnapshotLoaded):
-            assert self.conn is not None
-            node = self.node
-            node.tree = effect.tree
-            node.committed = []  # a new history: no DIFF base from the old one
-            node.history = list(self.conn.snap_meta.popleft())
-            self.c.checker.on_tree(node, effect.tree)
-        else:
-            super().execute(effect)
+    def _snapshot_loaded(self, effect: fx.SnapshotLoaded) -> None:
+        assert self.conn is not None
+        node = self.node
+        node.history = list(self.conn.snap_meta.popleft())
+        self.c.checker.on_tree(node, effect.tree)
 
-    def _io(self, effect: fx.Effect) -> None:
-        if isinstance(effect, fx.Send):
-            for chunk, _ in self._chunks(effect):
-                if self.conn is not None:
-                    self.c.net.send(self.conn, self.sid, chunk)
-        elif isinstance(effect, fx.Truncate):
-            self._truncate(effect.zxid)
-        elif isinstance(effect, fx.CloseLink):
-            self.end(effect.reason)
-        else:
-            super()._io(effect)
+    def _send(self, effect: fx.Send) -> None:
+        for chunk, _ in self._chunks(effect):
+            if self.conn is not None:
+                self.c.net.send(self.conn, self.sid, chunk)
+
+    def _close_link(self, link: int, reason: str) -> None:
+        self.end(reason)
 
     def _applied(self, a: fx.Applied) -> None:
         node = self.node
         self.c.checker.check_txn(node, a.zxid, a.payload, "applied")
-        node.committed.append(LoggedTxn(a.zxid, a.payload))
-        if len(node.committed) > 2 * DEFAULT_COMMITTED_LOG:
-            del node.committed[:-DEFAULT_COMMITTED_LOG]
         super()._applied(a)
-        self.c.checker.on_learner_apply(node, node.history, self.member.served)
+        self.c.checker.on_learner_apply(node, node.history, self.term_core.served)
 
     def _truncate(self, zxid: int) -> None:
-        """TRUNC: cut the log after ``zxid``, recover the data dir, hand it back to the core."""
+        """TRUNC: ``member.datadir`` cuts the log after ``zxid`` and recovers; the core goes on."""
         node = self.node
         assert self.log is not None
         self.c.stats["trunc"] += 1
         unreported = self.log.close()
-        truncate_to(node.disk, node.dirs, zxid)
-        recovered = node.recover()
-        self.member.truncated(recovered)
+        recovered = truncate_data_dir(node.disk, node.dirs, zxid)
+        node.recovered_from(recovered)
+        self.c.checker.on_tree(node, recovered.tree)
+        self.term_core.truncated(recovered)
         self.log = node.new_log(self._durable, self._roll)
         if unreported:
             node.post(0, self._durable, unreported)
-        if self.member.ended is not None:
+        if self.term_core.ended is not None:
             self.c.stats["trunc_would_lose_state"] += 1
 
     def _serving(self, epoch: int) -> None:
         node = self.node
         self.c.checker.on_tree(node, self.tree)
-        node.mode = "observing" if node.observer else "following"
         if node.observer:
             self.c.stats["observer_serving"] += 1
-        assert node.election is not None
-        node.election.update_peer_epoch(epoch)
         self.c.trace_event(self.sid, "serving", (epoch, self.leader_sid))
         self.c.checker.on_serve(node, epoch, node.history)
+        super()._serving(epoch)
 
     def close(self) -> None:
-        self.member.stop("term closed")
+        self.term_core.stop("term closed")
         if self.conn is not None:
             self.c.net.close(self.conn, self.sid)
             self.conn = None
         self._close_log()
-
-    def carry_over(self) -> bool:
-        """Only a learner that served hands its tree on (``LearningCore.carry_over``)."""
-        history = self.member.carry_over()
-        if history is None:
-            return False
-        self.node.carry(history)
-        return True
