@@ -81,7 +81,7 @@ def test_members_removed_and_added_while_servers_crash(seed: int) -> None:
     term = leader.term
     assert isinstance(term, SimLeaderTerm)
     with pytest.raises(ReconfigInProcessError):
-        term.term_core.next_config(ReconfigRequest(None, str(crashed), None, -1), 0)  # type: ignore[arg-type]
+        term.core.next_config(ReconfigRequest(None, str(crashed), None, -1), 0)  # type: ignore[arg-type]
     s.c.crash(crashed)
     s.wait(lambda: s.c.leader() is not None and s.c.leader().quorum.config_version > before[2],  # type: ignore[union-attr]
            "the removal to commit")

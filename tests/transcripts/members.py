@@ -154,7 +154,7 @@ class MembersDriver:
 
     def cmd_client(self, sid: str, verb: str, *args: str) -> None:
         core = self.members[int(sid)].core
-        server = core.server
+        server = core.pipeline
         if server is None:
             raise ValueError(f"server {sid} does not serve")
         server.set_time(self.now, WALL_MS + self.now)

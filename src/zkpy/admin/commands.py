@@ -56,7 +56,7 @@ def run_command(name: str, server: ServerView, kwargs: Mapping[str, str]) -> Fie
     command = BY_NAME.get(name)
     if command is None:
         return {"command": name, "error": f"Unknown command: {name}"}
-    if command.server_required and server.core is None:
+    if command.server_required and server.pipeline is None:
         return {"command": name, "error": NOT_SERVING}
     fields = command.run(server, kwargs)
     return {**fields, "command": command.primary, "error": fields.pop("error", None)}
@@ -69,7 +69,7 @@ def run_command(name: str, server: ServerView, kwargs: Mapping[str, str]) -> Fie
 _NOT_QUORUM_SERVERS = ("standalone", "read-only")
 
 def _core(server: ServerView) -> ServerCore:
-    core = server.core
+    core = server.pipeline
     assert core is not None  # run_command runs a server_required command only while one serves
     return core
 
@@ -221,7 +221,7 @@ def _initial_configuration(server: ServerView, kwargs: Mapping[str, str]) -> Fie
 
 
 def _is_read_only(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
-    core = server.core
+    core = server.pipeline
     return {"read_only": core is not None and core.read_only}
 
 
@@ -331,11 +331,11 @@ def _zabstate(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
     me = quorum.me
     if server.mode == "looking":
         state = "election"
-    elif server.core is None:
+    elif server.pipeline is None:
         state = "synchronization"
     else:
         state = "broadcast"
-    zxid = server.core.tree.last_processed_zxid if server.core is not None else 0
+    zxid = server.pipeline.tree.last_processed_zxid if server.pipeline is not None else 0
     fields: Fields = {"myid": server.config.server_id, "is_leader": server.mode == "leader"}
     if me is not None:
         fields.update({"quorum_address": _multiple_addresses(me.host, me.peer_port),

@@ -60,7 +60,7 @@ def answer(word: str, server: ServerView, conn: Connection | None = None) -> str
     ``server`` is the server's `ServerView`; ``conn`` is the connection that asked, if the
     caller has it.
     """
-    core = server.core
+    core = server.pipeline
     if core is None:  # an ensemble member between terms (ZooKeeper: no ZooKeeperServer running)
         if not is_enabled(word, server.config.four_letter_words):
             return f"{word} is not executed because it is not in the whitelist.\n"
@@ -153,7 +153,7 @@ def _connections(server: ServerView) -> list[Connection]:
 
 def _serving(server: ServerView) -> ServerCore:
     """The core of a serving server (``answer`` runs a word only while one serves)."""
-    core = server.core
+    core = server.pipeline
     assert core is not None
     return core
 
@@ -262,7 +262,7 @@ def _ruok(server: ServerView, conn: Connection | None) -> str:
 
 def _version(server: ServerView) -> str:
     """srvr's and stat's first lines: the version, and a read-only server's notice."""
-    core = server.core
+    core = server.pipeline
     notice = "READ-ONLY mode; serving only read-only clients\n" if core is not None and core.read_only else ""
     return f"Zookeeper version: {full_version()}\n{notice}"
 
@@ -511,7 +511,7 @@ def _dirs(server: ServerView, conn: Connection | None) -> str:
 
 
 def _isro(server: ServerView, conn: Connection | None) -> str:
-    core = server.core
+    core = server.pipeline
     return "ro" if core is not None and core.read_only else "rw"
 
 

@@ -56,7 +56,7 @@ class ZooKeeperCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         server = self.server
-        core = server.core
+        core = server.pipeline
         if core is None:  # an ensemble member between terms: ZooKeeper has no ZooKeeperServer to read
             return
         metrics: ServerMetrics = core.metrics

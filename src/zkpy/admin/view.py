@@ -26,7 +26,7 @@ class ServerView(Protocol):
         """The server's config (a member's active one)."""
 
     @property
-    def core(self) -> ServerCore | None:
+    def pipeline(self) -> ServerCore | None:
         """The request pipeline serving clients; None while an ensemble member is not serving."""
 
     @property

@@ -88,10 +88,10 @@ class Truncate:
 
 @dataclass(frozen=True, slots=True)
 class Serving:
-    """The term serves clients from now on, through ``server``."""
+    """The term serves clients from now on, through ``pipeline``."""
 
     epoch: int
-    server: ServerCore
+    pipeline: ServerCore
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ and are parsed here. Every packet that arrived is stepped before the actions run
 learner gets one `Send` per batch. The pipeline's proposals are serialized once, logged as
 they are (`AppendLog`) and sent to the voters; the leader counts its own ack only after the
 fsync that covers it (``durable``). Once the epoch is established the request pipeline serves
-(`Serving`): it is ``self.server``, which the shell's client port feeds; ``ready()`` proposes
+(`Serving`): it is ``self.pipeline``, which the shell's client port feeds; ``ready()`` proposes
 what the pipeline prepped since the last call (client input and learners' requests alike).
 
 Reconfiguration (3.8): the leader's pipeline preps a reconfig against this core (it is the
@@ -56,7 +56,7 @@ _SYNC_MODES = (PacketType.DIFF, PacketType.TRUNC, PacketType.SNAP)
 
 class LeadingCore(TermCore):
     role = "leader"
-    server: LeaderServerCore | None
+    pipeline: LeaderServerCore | None
 
     def __init__(self, config: ServerConfig, verifier: QuorumVerifier, history: History, *, accepted_epoch: int,
                  current_epoch: int, config_data: bytes, now_ms: int, wall_ms: int, trace: bool = False,
@@ -112,8 +112,8 @@ class LeadingCore(TermCore):
         """Zab's timers (pings, learners' and the quorum's deadlines) and the pipeline's
         (session expiry), then what they proposed."""
         self.zab.tick(self.now_ms)
-        if self.server is not None:
-            self.server.tick()
+        if self.pipeline is not None:
+            self.pipeline.tick()
 
     def _stop_zab(self, reason: str) -> None:
         self.zab.stop(reason)
@@ -275,16 +275,16 @@ class LeadingCore(TermCore):
                     case zl.Commit():
                         self._commit(a.count)
                     case zl.LearnerRequest():
-                        if self.server is not None:
-                            self.server.learner_request(a.session, a.cxid, a.type, a.body, a.auth)
+                        if self.pipeline is not None:
+                            self.pipeline.learner_request(a.session, a.cxid, a.type, a.body, a.auth)
                     case zl.LearnerSync():
                         self._take_pipeline()  # the requests the learner sent before it come first
                         self.zab.learner_sync(a.cid)
                     case zl.Touch():
-                        if self.server is not None:
-                            self.server.touch(a.touches)
+                        if self.pipeline is not None:
+                            self.pipeline.touch(a.touches)
                     case zl.Revalidate():
-                        valid = self.server.revalidate(a.session, a.timeout_ms) if self.server is not None else False
+                        valid = self.pipeline.revalidate(a.session, a.timeout_ms) if self.pipeline is not None else False
                         self.zab.revalidated(a.cid, a.session, valid)
                     case zl.Close():
                         self._log_limiter.log(self.log, "learner dropped", "learners", self.now_ms,
@@ -300,8 +300,8 @@ class LeadingCore(TermCore):
                     case zl.Activate():
                         self._reconfig_committed(a.zxid, a.designated)
                     case zl.QuorumConfirmed():
-                        if self.server is not None:
-                            self.server.quorum_confirmed(a.token)
+                        if self.pipeline is not None:
+                            self.pipeline.quorum_confirmed(a.token)
                     case zl.Failed():
                         self._end(a.reason)
                     case _:
@@ -332,11 +332,11 @@ class LeadingCore(TermCore):
             self.metrics.counters["snap_count"] += 1
 
     def _commit(self, count: int) -> None:
-        server = self.server
-        if server is None:
+        pipeline = self.pipeline
+        if pipeline is None:
             raise AssertionError(f"Commit({count}) before the epoch was established")
         self.metrics.counters["commit_count"] += count
-        server.apply_persisted(count)
+        pipeline.apply_persisted(count)
 
     def _establish(self, epoch: int) -> None:
         self.log(f"epoch {epoch} established with a quorum: serving as leader")
@@ -345,10 +345,10 @@ class LeadingCore(TermCore):
         if self._newleader_quorum.config_version > self.quorum.config_version:
             self._activate(self._newleader_quorum)
         self.tree.set_config_node(self.config_data, self.quorum.config_version, self.wall_ms)
-        self.server = LeaderServerCore(self.config, self.now_ms, self.wall_ms, log=self.log, tree=self.tree,
+        self.pipeline = LeaderServerCore(self.config, self.now_ms, self.wall_ms, log=self.log, tree=self.tree,
                                        next_zxid=make_zxid(epoch, 1), trace=self.trace)
-        self.server.prep.reconfigurer = self
-        self.server.metrics = self.metrics
-        self._effects.append(Serving(epoch, self.server))
-        self._start_workers(self.server)
+        self.pipeline.prep.reconfigurer = self
+        self.pipeline.metrics = self.metrics
+        self._effects.append(Serving(epoch, self.pipeline))
+        self._start_workers(self.pipeline)
 

@@ -61,7 +61,7 @@ LEARNER_CONNECT_DELAY_MS = 100  # leaderConnectDelayDuringRetryMs (100 ms in 3.8
 class LearningCore(TermCore):
     """A follower, or with ``observer`` an observer (it gets INFORM and never votes)."""
 
-    server: LearnerServerCore | None
+    pipeline: LearnerServerCore | None
 
     def __init__(self, config: ServerConfig, history: History, *, leader_sid: int, observer: bool,
                  accepted_epoch: int, current_epoch: int, config_data: bytes, now_ms: int, wall_ms: int,
@@ -130,8 +130,8 @@ class LearningCore(TermCore):
         """Zab's timers, then the pipeline's (a learner expires only its local sessions)."""
         if self._started:
             self.zab.tick(self.now_ms)
-        if self.server is not None:
-            self.server.tick()
+        if self.pipeline is not None:
+            self.pipeline.tick()
 
     def _to_zab(self, outputs: list[ZabOutput]) -> None:
         """What the pipeline sends the leader, in order; its touches answer the oldest PING."""
@@ -268,17 +268,17 @@ class LearningCore(TermCore):
                     case zf.Apply():
                         self._apply(a.zxid, a.data)
                     case zf.PingReply():
-                        if self.server is not None:  # its touches come back as an output (``_to_zab``)
+                        if self.pipeline is not None:  # its touches come back as an output (``_to_zab``)
                             self._pings.append(a.zxid)
-                            self.server.report_touches()
+                            self.pipeline.report_touches()
                         else:
                             self._ping_reply(a.zxid, ())
                     case zf.Revalidated():
-                        if self.server is not None:
-                            self.server.revalidated(a.session, a.valid)
+                        if self.pipeline is not None:
+                            self.pipeline.revalidated(a.session, a.valid)
                     case zf.SyncDone():
-                        if self.server is not None:
-                            self.server.sync_done()
+                        if self.pipeline is not None:
+                            self.pipeline.sync_done()
                     case zf.SetAcceptedEpoch():
                         self._effects.append(WriteEpoch(ACCEPTED_EPOCH, a.epoch))
                     case zf.SetCurrentEpoch():
@@ -327,7 +327,7 @@ class LearningCore(TermCore):
         self.config = dataclasses.replace(self.config, quorum=act.quorum)
         self.config_data = dynconfig.config_data(act.quorum)
         self.log(f"config 0x{act.quorum.config_version:x} is active")
-        if self.server is not None:
+        if self.pipeline is not None:
             self.tree.set_config_node(self.config_data, act.quorum.config_version, self.wall_ms)
         self._effects.append(ActivateConfig(act.quorum))
         if act.restart is not None:
@@ -345,8 +345,8 @@ class LearningCore(TermCore):
         if hdr.type == OpCode.RECONFIG:
             self._reconfig_data = bytes(txn.data or b"")  # type: ignore[attr-defined]
         self.committed.append(LoggedTxn(zxid, data))
-        if self.server is not None:
-            self.server.apply_committed(hdr, txn)
+        if self.pipeline is not None:
+            self.pipeline.apply_committed(hdr, txn)
         else:
             self.tree.apply(hdr, txn)
             self.tree.events.clear()
@@ -356,9 +356,9 @@ class LearningCore(TermCore):
     def _serve(self, epoch: int) -> None:
         self.log(f"synchronised with leader {self.leader_sid} in epoch {epoch}: serving as {self.role}")
         self.tree.set_config_node(self.config_data, self.quorum.config_version, self.wall_ms)
-        self.server = LearnerServerCore(self.config, self.now_ms, self.wall_ms, log=self.log, tree=self.tree)
-        self.server.metrics = self.metrics
+        self.pipeline = LearnerServerCore(self.config, self.now_ms, self.wall_ms, log=self.log, tree=self.tree)
+        self.pipeline.metrics = self.metrics
         self.metrics.record(f"{self.role}_sync_time", self.now_ms - self.started_ms)
         self.served = True
-        self._effects.append(Serving(epoch, self.server))
-        self._start_workers(self.server, self.zab.unapplied_logged())
+        self._effects.append(Serving(epoch, self.pipeline))
+        self._start_workers(self.pipeline, self.zab.unapplied_logged())

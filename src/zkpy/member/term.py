@@ -64,7 +64,7 @@ class TermCore:
         self.wall_ms = wall_ms
         self.trace = trace
         self.log = log
-        self.server: ServerCore | None = None  # the request pipeline, once the term serves
+        self.pipeline: ServerCore | None = None  # the request pipeline, once the term serves
         self.metrics = ServerMetrics()  # ZooKeeper's figures; the shell puts the process's registry here
         self.started_ms = now_ms
         self.ended: str | None = None
@@ -82,8 +82,8 @@ class TermCore:
         """The clock, before any other input that needs it (``tick`` included)."""
         self.now_ms = now_ms
         self.wall_ms = wall_ms
-        if self.server is not None:
-            self.server.set_time(now_ms, wall_ms)
+        if self.pipeline is not None:
+            self.pipeline.set_time(now_ms, wall_ms)
 
     def stop(self, reason: str) -> None:
         """The shell ends the term: every later input is ignored. A late fsync report above all:
@@ -133,11 +133,11 @@ class TermCore:
 
     def _take_pipeline(self) -> bool:
         """Take the pipeline's outputs; True when the Zab core got some (its actions then wait)."""
-        server = self.server
-        if server is None or self.ended is not None:
+        pipeline = self.pipeline
+        if pipeline is None or self.ended is not None:
             return False
         to_zab: list[ZabOutput] = []
-        for o in server.ready():
+        for o in pipeline.ready():
             match o:
                 case Output():
                     self._effects.append(o)
@@ -188,15 +188,15 @@ class TermCore:
 
     # ---- the serving processes
 
-    def _start_workers(self, server: LeaderServerCore | LearnerServerCore,
+    def _start_workers(self, pipeline: LeaderServerCore | LearnerServerCore,
                        logged: Sequence[tuple[int, bytes]] = ()) -> None:
         """The pipeline serves: with ``serverWorkers`` > 1 its workers start over the tree as it
         is now; ``logged``: txns logged before it served and not applied yet (a learner's)."""
         count = self.config.server_workers
         if count <= 1:
             return
-        server.sessions.partition(0, count)
-        self.workers = WorkerHub(server)
+        pipeline.sessions.partition(0, count)
+        self.workers = WorkerHub(pipeline)
         self.workers.proposed([zxid for zxid, _ in logged], [data for _, data in logged])
         self._published = self.tree.last_processed_zxid
         self._effects.append(StartWorkers(count, self.workers))

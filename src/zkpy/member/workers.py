@@ -108,8 +108,8 @@ class WorkerHub:
     pipeline proposes and the count (or the zxid) applied; take what each link is sent with
     ``take``."""
 
-    def __init__(self, server: LeaderServerCore | LearnerServerCore) -> None:
-        self.server = server
+    def __init__(self, pipeline: LeaderServerCore | LearnerServerCore) -> None:
+        self.pipeline = pipeline
         self._links: dict[int, _Link] = {}
         self._proposed: deque[tuple[int, bytes]] = deque()  # (zxid, payload) proposed, not applied, in order
         self._last_proposed = -1  # a learner's shell may hand a txn over twice (logged before it served)
@@ -117,15 +117,15 @@ class WorkerHub:
 
     def attach(self, link: int) -> None:
         """A worker's link opened: it is sent the tree as it is now, then every txn applied after."""
-        tree = self.server.tree
+        tree = self.pipeline.tree
         state = self._links[link] = _Link()
         state.out.append(_packet(PacketType.SNAP, tree.last_processed_zxid, snapshot_stream(tree)))
 
     def detach(self, link: int) -> None:
         self._links.pop(link, None)
         self._relayed = [r for r in self._relayed if r[0] != link]
-        if isinstance(self.server, LearnerServerCore):
-            self.server.relay_lost(link)
+        if isinstance(self.pipeline, LearnerServerCore):
+            self.pipeline.relay_lost(link)
 
     @property
     def links(self) -> int:
@@ -169,7 +169,7 @@ class WorkerHub:
         if state is None:
             return
         state.reader.feed(data)
-        server = self.server
+        pipeline = self.pipeline
         while (p := state.reader.next()) is not None:
             body = bytes(p.data or b"")
             if p.type == PacketType.REQUEST:
@@ -177,28 +177,28 @@ class WorkerHub:
                     raise LinkError(f"REQUEST of {len(body)} bytes")
                 session, cxid, op = _REQUEST_HEAD.unpack_from(body, 0)
                 auth = tuple(p.authinfo or ())
-                if isinstance(server, LearnerServerCore):
-                    server.relay_request(link, session, cxid, op, body[_REQUEST_HEAD.size:], auth)
+                if isinstance(pipeline, LearnerServerCore):
+                    pipeline.relay_request(link, session, cxid, op, body[_REQUEST_HEAD.size:], auth)
                 elif op == OpCode.SYNC:
-                    state.syncs.append(server.next_zxid - 1)  # the last txn proposed before it
+                    state.syncs.append(pipeline.next_zxid - 1)  # the last txn proposed before it
                 else:
-                    server.learner_request(session, cxid, op, body[_REQUEST_HEAD.size:], auth)
+                    pipeline.learner_request(session, cxid, op, body[_REQUEST_HEAD.size:], auth)
             elif p.type == PacketType.PING:
-                server.touch(_TOUCH.unpack_from(body, at) for at in range(0, len(body) - len(body) % _TOUCH.size,
+                pipeline.touch(_TOUCH.unpack_from(body, at) for at in range(0, len(body) - len(body) % _TOUCH.size,
                                                                           _TOUCH.size))
             elif p.type == PacketType.REVALIDATE:
                 session, timeout = _REVALIDATE_REQ.unpack_from(body, 0)
-                if isinstance(server, LearnerServerCore):
-                    server.relay_revalidate(link, session, timeout)
+                if isinstance(pipeline, LearnerServerCore):
+                    pipeline.relay_revalidate(link, session, timeout)
                 else:
-                    valid = server.revalidate(session, timeout)
+                    valid = pipeline.revalidate(session, timeout)
                     state.out.append(_packet(PacketType.REVALIDATE, -1, _REVALIDATE_REP.pack(session, valid)))
             else:
                 raise LinkError(f"packet type {p.type} from a worker")
         self._release_syncs()
 
     def _release_syncs(self) -> None:
-        applied = self.server.tree.last_processed_zxid
+        applied = self.pipeline.tree.last_processed_zxid
         for state in self._links.values():
             while state.syncs and state.syncs[0] <= applied:
                 state.syncs.popleft()
@@ -262,8 +262,8 @@ class WorkerFeed:
         loaded = False
         while (p := self.reader.next()) is not None:
             body = p.data or b""
-            server = self.pipeline
-            if server is None:
+            pipeline = self.pipeline
+            if pipeline is None:
                 if p.type != PacketType.SNAP:
                     raise LinkError(f"packet type {p.type} before the SNAP")
                 got = parse_snapshot_stream(body)
@@ -276,12 +276,12 @@ class WorkerFeed:
                 loaded = True
             elif p.type == PacketType.INFORM:
                 hdr, txn = decode_payload(bytes(body))
-                server.apply_committed(hdr, txn)
+                pipeline.apply_committed(hdr, txn)
             elif p.type == PacketType.SYNC:
-                server.sync_done()
+                pipeline.sync_done()
             elif p.type == PacketType.REVALIDATE:
                 session, valid = _REVALIDATE_REP.unpack_from(body, 0)
-                server.revalidated(session, valid)
+                pipeline.revalidated(session, valid)
             else:
                 raise LinkError(f"packet type {p.type} from the member")
         return loaded

@@ -9,10 +9,10 @@ TLS (``secureClientPort``, and ``client.portUnification`` on the plain port) run
 in ``tlsconn.TlsConnection``; when its handshake is done, the client's certificate becomes its
 ``x509:`` identity (``ServerCore.tls_established``).
 
-Back-pressure (the bounds are ``server.connection``'s): the core takes a connection's requests
+Back-pressure (the bounds are ``server.connection``'s): the pipeline takes a connection's requests
 while its queued output (replies and events not yet taken by the socket) is under
 ``MAX_QUEUED_OUTPUT`` bytes and it has fewer than ``MAX_OUTSTANDING`` requests in flight, at most
-``MAX_FRAMES_PER_TURN`` per turn of the loop. The socket is read only while the core takes the
+``MAX_FRAMES_PER_TURN`` per turn of the loop. The socket is read only while the pipeline takes the
 connection's requests and no complete request waits in its decoder, so what a client sends and
 what it is sent are both bounded per connection; a connection with requests left gets another
 turn of the loop (``call_soon``), after every other connection's input of this turn.
@@ -63,7 +63,7 @@ def wall_ms() -> int:
 
 
 class ClientProtocol(asyncio.Protocol):
-    """One client socket; everything it receives goes straight to the serving core."""
+    """One client socket; everything it receives goes straight to the serving pipeline."""
 
     def __init__(self, port: ClientPort, secure: bool = False) -> None:
         self.port = port
@@ -72,8 +72,8 @@ class ClientProtocol(asyncio.Protocol):
         self.first_bytes = True  # nothing received yet (port unification looks at the first bytes)
         self.transport: asyncio.Transport | None = None
         self.conn: Connection | None = None
-        self.core: ServerCore | None = None  # the core it was opened on (an ensemble's term may end)
-        self.idle: bytearray | None = None  # bytes of a connection made while no core serves
+        self.pipeline: ServerCore | None = None  # the pipeline it was opened on (an ensemble's term may end)
+        self.idle: bytearray | None = None  # bytes of a connection made while no pipeline serves
         self.writing_paused = False  # the transport's buffer is over its high-water mark
         self.reading = True  # the transport is being read
         self.turn: asyncio.Handle | None = None  # a turn of the loop to take more requests, scheduled
@@ -87,23 +87,23 @@ class ClientProtocol(asyncio.Protocol):
         limit = port.config.max_client_cnxns
         if limit > 0 and port.per_ip.get(ip, 0) >= limit:
             port.log_peer(log.warning, "too many", ip, f"Too many connections from {ip} - max is {limit}")
-            if port.core is not None:
-                port.core.metrics.counters["connection_rejected"] += 1
+            if port.pipeline is not None:
+                port.pipeline.metrics.counters["connection_rejected"] += 1
             self.transport.abort()
             return
-        # the socket takes what fits; past this its buffer pauses us (pause_writing), and the core
+        # the socket takes what fits; past this its buffer pauses us (pause_writing), and the pipeline
         # counts it in the connection's queued output (Connection.unsent)
         self.transport.set_write_buffer_limits(high=RESUME_QUEUED_OUTPUT, low=RESUME_QUEUED_OUTPUT // 2)
         self.handshake_timer = asyncio.get_running_loop().call_later(SESSIONLESS_CNXN_TIMEOUT_MS / 1000,
                                                                      self._handshake_timeout)
-        core = port.core
-        if core is None:  # an ensemble member between terms: four-letter words only
+        pipeline = port.pipeline
+        if pipeline is None:  # an ensemble member between terms: four-letter words only
             self.idle = bytearray()
             return
         port.per_ip[ip] = port.per_ip.get(ip, 0) + 1
-        self.core = core
-        core.set_time(now_ms(), wall_ms())
-        self.conn = core.open(next(port.conn_ids), ip, remote_port)
+        self.pipeline = pipeline
+        pipeline.set_time(now_ms(), wall_ms())
+        self.conn = pipeline.open(next(port.conn_ids), ip, remote_port)
         port.protocols[self.conn.conn_id] = self
         if log.isEnabledFor(logging.DEBUG):
             log.debug("connection %d from %s:%d accepted", self.conn.conn_id, ip, remote_port)
@@ -122,17 +122,17 @@ class ClientProtocol(asyncio.Protocol):
             data = self._decrypt(data)
             if not data:
                 return
-        conn, core = self.conn, self.core
-        if conn is None or core is None:
+        conn, pipeline = self.conn, self.pipeline
+        if conn is None or pipeline is None:
             if self.idle is not None and self.transport is not None:
                 self._idle_data(data)
             return
-        core.set_time(now_ms(), wall_ms())
+        pipeline.set_time(now_ms(), wall_ms())
         if self.port.before_input is not None:
             self.port.before_input()
         debug = log.isEnabledFor(logging.DEBUG)
         session_before = conn.session_id if debug else 0
-        word = core.receive(conn, data)
+        word = pipeline.receive(conn, data)
         if debug:  # the request path and session decisions, cheaply: one line per read
             if conn.session_id != session_before:
                 log.debug("connection %d from %s:%d: session 0x%x, timeout %d ms negotiated", conn.conn_id, conn.ip,
@@ -149,12 +149,12 @@ class ClientProtocol(asyncio.Protocol):
         self._regulate()
 
     def _regulate(self) -> None:
-        """Read the socket only while the core takes this connection's requests and none waits
-        in its decoder; give the connection another turn of the loop when the core would take more."""
-        conn, core, transport = self.conn, self.core, self.transport
-        if conn is None or core is None or transport is None or conn.closing:
+        """Read the socket only while the pipeline takes this connection's requests and none waits
+        in its decoder; give the connection another turn of the loop when the pipeline would take more."""
+        conn, pipeline, transport = self.conn, self.pipeline, self.transport
+        if conn is None or pipeline is None or transport is None or conn.closing:
             return
-        if self.turn is None and core.wants_turn(conn):
+        if self.turn is None and pipeline.wants_turn(conn):
             self.turn = asyncio.get_running_loop().call_soon(self._take_turn)
         reading = not (conn.paused or self.writing_paused or conn.decoder.has_frame())
         if reading != self.reading:
@@ -166,13 +166,13 @@ class ClientProtocol(asyncio.Protocol):
 
     def _take_turn(self) -> None:
         self.turn = None
-        conn, core = self.conn, self.core
-        if conn is None or core is None:
+        conn, pipeline = self.conn, self.pipeline
+        if conn is None or pipeline is None:
             return
-        core.set_time(now_ms(), wall_ms())
+        pipeline.set_time(now_ms(), wall_ms())
         if self.port.before_input is not None:
             self.port.before_input()
-        core.resume(conn)
+        pipeline.resume(conn)
         self.port.on_input()
         self._regulate()
 
@@ -188,8 +188,8 @@ class ClientProtocol(asyncio.Protocol):
         self.port.log_peer(log.info, "no handshake", peer[0],
                            f"closing connection from {peer[0]}:{peer[1]}: no session request within "
                            f"{SESSIONLESS_CNXN_TIMEOUT_MS} ms")
-        if self.port.core is not None:
-            self.port.core.metrics.counters["sessionless_connections_expired"] += 1
+        if self.port.pipeline is not None:
+            self.port.pipeline.metrics.counters["sessionless_connections_expired"] += 1
         transport.close()
 
     def _refuse(self, why: str) -> None:
@@ -215,8 +215,8 @@ class ClientProtocol(asyncio.Protocol):
         out = tls.take_output()
         if out:
             transport.write(out)
-        if tls.handshake_done and not was_done and self.conn is not None and self.core is not None:
-            self.core.tls_established(self.conn, tls.peer_certificate())
+        if tls.handshake_done and not was_done and self.conn is not None and self.pipeline is not None:
+            self.pipeline.tls_established(self.conn, tls.peer_certificate())
             if self.conn.closing:
                 self.flush()
                 return b""
@@ -265,8 +265,8 @@ class ClientProtocol(asyncio.Protocol):
         elif log.isEnabledFor(logging.DEBUG):
             log.debug("connection %d (session 0x%x) from %s:%d closed", conn.conn_id, conn.session_id, conn.ip,
                       conn.port)
-        if self.core is not None:
-            self.core.disconnected(conn)
+        if self.pipeline is not None:
+            self.pipeline.disconnected(conn)
         port.on_input()
         self.conn = None
 
@@ -333,22 +333,22 @@ class ServesClients:
 
 
 class ClientPort:
-    """The listener and connections of a server's client port. ``core`` is the request pipeline
+    """The listener and connections of a server's client port. ``pipeline`` is the request pipeline
     that serves new connections (None: not serving); ``on_input`` is called after client input,
     for the owner to flush (once per loop turn); ``view`` is what four-letter words read.
     ``reuse_port``: the listeners set SO_REUSEPORT, so the processes of one server
     (``serverWorkers``, ``runtime.workers``) listen on the same ports and the kernel spreads
-    new connections over them; ``before_input`` is called before the core takes a client's input
+    new connections over them; ``before_input`` is called before the pipeline takes a client's input
     (a worker reads the member's applied zxid there: ``ServerCore.read_barrier``)."""
 
     def __init__(self, config: ServerConfig, view: ServerView, on_input: Callable[[], None],
                  reuse_port: bool = False) -> None:
         self.config = config
         self.reuse_port = reuse_port
-        self.before_input: Callable[[], None] | None = None  # called before the core takes client input
+        self.before_input: Callable[[], None] | None = None  # called before the pipeline takes client input
         self.view = view
         self.on_input = on_input
-        self.core: ServerCore | None = None
+        self.pipeline: ServerCore | None = None
         self.protocols: dict[int, ClientProtocol] = {}
         self.per_ip: dict[str, int] = {}
         self.conn_ids = itertools.count(1)
@@ -404,7 +404,7 @@ class ClientPort:
         return len(self.protocols)
 
     def write(self, conn: Connection) -> None:
-        """Write out what the serving core has for ``conn`` (an `Output`), in one write."""
+        """Write out what the serving pipeline has for ``conn`` (an `Output`), in one write."""
         proto = self.protocols.get(conn.conn_id)
         if proto is not None:
             proto.flush()

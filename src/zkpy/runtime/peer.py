@@ -1,5 +1,5 @@
 """The shell of an ensemble member (QuorumPeer): it runs the member core's effects
-(``member.peer.PeerCore``) on the operating system, and nothing else.
+(``member.peer.PeerCore``, its ``core``) on the operating system, and nothing else.
 
 The core decides the lifecycle (recovery or carry-over, the election or the designated leader,
 the role of each term, configs, read-only service); this module recovers the data dir when asked
@@ -76,7 +76,7 @@ class QuorumPeer(ServesClients):
         assert config.quorum is not None and config.quorum.my_id is not None
         self.sid = int(config.quorum.my_id)
         self.metrics = ServerMetrics()  # one registry for the process: every term's core records into it
-        self.member = PeerCore(config, now_ms(), wall_ms(), metrics=self.metrics,
+        self.core = PeerCore(config, now_ms(), wall_ms(), metrics=self.metrics,
                                log=lambda m: log.info("server %d: %s", self.sid, m))
         self.recovery_progress = recovery_progress  # told how the first recovery goes
         self.disk = OsDisk(faults, config.force_sync)
@@ -100,20 +100,20 @@ class QuorumPeer(ServesClients):
 
     @property
     def config(self) -> ServerConfig:
-        return self.member.config
+        return self.core.config
 
     @property
     def quorum(self) -> QuorumConfig:
-        return self.member.quorum
+        return self.core.quorum
 
     @property
     def mode(self) -> str:
-        return self.member.mode
+        return self.core.mode
 
     @property
-    def core(self) -> ServerCore | None:
+    def pipeline(self) -> ServerCore | None:
         """The pipeline serving clients (None while nothing serves)."""
-        return self.clients.core
+        return self.clients.pipeline
 
     @property
     def leader_id(self) -> int:
@@ -155,14 +155,14 @@ class QuorumPeer(ServesClients):
 
     def close_clients(self) -> None:
         self.clients.drop_all()
-        self.clients.core = None
+        self.clients.pipeline = None
 
     # ---- life cycle ----
 
     async def run(self, stop: asyncio.Event) -> None:
         self.loop = asyncio.get_running_loop()
         self._time()
-        self.member.start()
+        self.core.start()
         self._pump()  # the first recovery, then the first round is asked for
         first = self._elect
         assert first is not None
@@ -188,7 +188,7 @@ class QuorumPeer(ServesClients):
             stopping.cancel()
             if self._ticker is not None:
                 self._ticker.cancel()
-            self.member.stop()
+            self.core.stop()
             self._pump()
             self.close_clients()
             if self.election is not None:
@@ -210,7 +210,7 @@ class QuorumPeer(ServesClients):
             electing.cancel()
             return
         self._time()
-        self.member.decided(electing.result())
+        self.core.decided(electing.result())
         self._pump()
 
     async def _run_term(self, stopping: asyncio.Future[Any]) -> None:
@@ -242,25 +242,25 @@ class QuorumPeer(ServesClients):
         if stopping.done() or self.failure is not None:
             return  # (the core stops with the loop: a member that stops recovers nothing)
         self._time()
-        self.member.term_ended(crashed=crashed)
+        self.core.term_ended(crashed=crashed)
         self._pump()
 
     def _tick(self) -> None:
         """The core's timers (read-only service) run while the member lives."""
         self._time()
-        self.member.tick()
+        self.core.tick()
         self._pump()
         assert self.loop is not None
         self._ticker = self.loop.call_later(tick_interval_s(self.config.tick_ms), self._tick)
 
     def _time(self) -> None:
-        self.member.set_time(now_ms(), wall_ms())
+        self.core.set_time(now_ms(), wall_ms())
 
     # ---- the core's effects ----
 
     def _pump(self) -> None:
         """Run the member core's effects, batch after batch, until it has none."""
-        while effects := self.member.ready():
+        while effects := self.core.ready():
             for effect in effects:
                 match effect:
                     case Output():
@@ -271,12 +271,12 @@ class QuorumPeer(ServesClients):
                         self._elect = effect  # the run loop opens it
                     case Designate():
                         assert self.election is not None
-                        self.member.decided(self.election.designate(effect.leader, effect.last_zxid))
+                        self.core.decided(self.election.designate(effect.leader, effect.last_zxid))
                     case StartTerm():
                         core = effect.term
                         self.term = LeaderTerm(self, core) if isinstance(core, LeadingCore) else LearnerTerm(self, core)
                     case ServeReadOnly():
-                        self.clients.core = effect.pipeline
+                        self.clients.pipeline = effect.pipeline
                     case StopReadOnly():
                         self.close_clients()
                     case Reconfigure():
@@ -292,7 +292,7 @@ class QuorumPeer(ServesClients):
             state = recover_data_dir(self.disk, self.dirs, effect.carried, log=log.info, warn=log.warning,
                                      progress=self.recovery_progress, digest_apart=sum_in_child)
         self.recovery_progress = None
-        self.member.recovered(state)
+        self.core.recovered(state)
 
     def _reconfigure(self, quorum: QuorumConfig) -> None:
         """A newer config is active: the election uses it from now on, and it is written as 3.8
@@ -310,19 +310,19 @@ class QuorumPeer(ServesClients):
 
     def _newer_config(self, data: bytes) -> None:
         """The election heard of a config newer than mine: the core decides."""
-        self.member.newer_config(data)
+        self.core.newer_config(data)
         self._pump()
 
     # ---- what a term needs of its server (runtime.term.TermHost) ----
 
     def serving(self, server: ServerCore, role: str, epoch: int) -> None:
-        self.clients.core = server
+        self.clients.pipeline = server
         self._time()
-        self.member.term_serving(epoch)
+        self.core.term_serving(epoch)
         self._pump()
 
     def activate(self, quorum: QuorumConfig) -> None:
-        self.member.config_activated(quorum)
+        self.core.config_activated(quorum)
         self._pump()
 
     def uses(self, persistence: Persistence | None) -> None:

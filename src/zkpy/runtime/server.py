@@ -74,7 +74,7 @@ class ZkServer(ServesClients):
         self.persistence = Persistence(config, self.disk, self.dirs)
         self.persistence.metrics = self.core.metrics
         self.clients = ClientPort(config, self, self.schedule_flush, reuse_port=workers > 1)
-        self.clients.core = self.core
+        self.clients.pipeline = self.core
         self.trace_mask = DEFAULT_TRACE_MASK  # gtmk/stmk; zkpy does no tracing
         self._flush_scheduled = False
         self._ticker: asyncio.TimerHandle | None = None
@@ -89,6 +89,10 @@ class ZkServer(ServesClients):
 
     mode = "standalone"
     leader_id = -1
+
+    @property
+    def pipeline(self) -> ServerCore:
+        return self.core
 
     def quorum_metrics(self) -> list[tuple[str, object]]:
         return []

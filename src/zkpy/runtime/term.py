@@ -116,7 +116,7 @@ class Term:
             case fx.CloseLink():
                 self._close_link(effect.link, effect.reason)
             case fx.Serving():
-                self.host.serving(effect.server, self.role, effect.epoch)
+                self.host.serving(effect.pipeline, self.role, effect.epoch)
             case fx.StartWorkers():
                 self.workers = WorkerPool(self.host.config, effect.count, effect.hub, self.host.schedule_flush,
                                           mode=self.role, leader_id=self._leader_id())

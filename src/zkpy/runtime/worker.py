@@ -124,7 +124,7 @@ class _Link(asyncio.Protocol):
 
 class Worker(ServesClients):
     """One worker process's server: a replica fed by the member, serving the shared client port
-    (``member.workers.WorkerFeed`` is its core)."""
+    (``member.workers.WorkerFeed`` is its ``core``)."""
 
     mode = "standalone"
     leader_id = -1
@@ -135,7 +135,7 @@ class Worker(ServesClients):
         self.mode = hello.mode
         self.leader_id = hello.leader_id
         self.applied = applied
-        self.feed = WorkerFeed(self.config, hello.index, hello.count, now_ms(), wall_ms(), log=log.info)
+        self.core = WorkerFeed(self.config, hello.index, hello.count, now_ms(), wall_ms(), log=log.info)
         self.clients = ClientPort(self.config, self, self.schedule_flush, reuse_port=True)
         self.trace_mask = DEFAULT_TRACE_MASK
         self.transport: asyncio.Transport | None = None
@@ -145,8 +145,8 @@ class Worker(ServesClients):
         self._ticker: asyncio.TimerHandle | None = None
 
     @property
-    def core(self) -> LearnerServerCore | None:
-        return self.feed.pipeline
+    def pipeline(self) -> LearnerServerCore | None:
+        return self.core.pipeline
 
     def quorum_metrics(self) -> list[tuple[str, object]]:
         return []
@@ -167,9 +167,9 @@ class Worker(ServesClients):
         await self.clients.close()
 
     def link_data(self, data: bytes) -> None:
-        self.feed.set_time(now_ms(), wall_ms())
+        self.core.set_time(now_ms(), wall_ms())
         try:
-            loaded = self.feed.receive(data)
+            loaded = self.core.receive(data)
         except Exception:
             log.exception("bad data from the member: stopping")
             self.stopped.set()
@@ -179,9 +179,9 @@ class Worker(ServesClients):
         self.schedule_flush()
 
     def _replica_loaded(self) -> None:
-        pipeline = self.feed.pipeline
+        pipeline = self.core.pipeline
         assert pipeline is not None and self.loop is not None
-        self.clients.core = pipeline
+        self.clients.pipeline = pipeline
         self.clients.before_input = self._read_barrier
         log.info("replica at zxid 0x%x, %d znodes", pipeline.tree.last_processed_zxid, pipeline.tree.node_count())
         self.loop.create_task(self._listen())
@@ -199,7 +199,7 @@ class Worker(ServesClients):
 
     def _read_barrier(self) -> None:
         """Client input arrives: its reads wait for what the member has applied by now."""
-        self.feed.before_input(self.applied.get())
+        self.core.before_input(self.applied.get())
 
     def link_lost(self) -> None:
         log.info("the member closed the link: stopping")
@@ -207,8 +207,8 @@ class Worker(ServesClients):
 
     def _tick(self) -> None:
         assert self.loop is not None
-        self.feed.set_time(now_ms(), wall_ms())
-        self.feed.tick()
+        self.core.set_time(now_ms(), wall_ms())
+        self.core.tick()
         self.flush()
         self._ticker = self.loop.call_later(tick_interval_s(self.config.tick_ms), self._tick)
 
@@ -219,7 +219,7 @@ class Worker(ServesClients):
 
     def flush(self) -> None:
         self._flush_scheduled = False
-        data, conns = self.feed.ready()
+        data, conns = self.core.ready()
         for conn in conns:
             self.clients.write(conn)
         if data and self.transport is not None and not self.transport.is_closing():

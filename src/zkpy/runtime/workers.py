@@ -83,7 +83,7 @@ class WorkerPool:
         self.closing = False
         self.loop: asyncio.AbstractEventLoop | None = None
         self.applied = SharedZxid.create()
-        self.applied.set(hub.server.tree.last_processed_zxid)
+        self.applied.set(hub.pipeline.tree.last_processed_zxid)
 
     def start(self, port: int, secure_port: int | None) -> None:
         """Start the workers, listening on the ports the member bound."""

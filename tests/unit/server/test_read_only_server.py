@@ -141,7 +141,7 @@ def test_a_silent_local_session_expires_and_its_connection_closes() -> None:
 class _View:
     """What the four-letter words read of a server (admin.view.ServerView), for isro."""
 
-    core: ServerCore | None
+    pipeline: ServerCore | None
     config: ServerConfig
     mode: str
     trace_mask: int = 0

@@ -209,7 +209,7 @@ class Cluster:
     def leader(self) -> SimNode | None:
         """The established leader every live server agrees on, if exactly one is established."""
         leaders = [n for n in self.nodes.values() if n.alive and isinstance(n.term, SimLeaderTerm)
-                   and n.term.core is not None and n.term.ended is None]
+                   and n.term.pipeline is not None and n.term.ended is None]
         return leaders[0] if len(leaders) == 1 else None
 
     def converged(self, sessions_gone: bool = False, only: Iterable[int] | None = None) -> bool:
@@ -219,8 +219,8 @@ class Cluster:
         if leader is None or leader.paused:
             return False
         lt = leader.term
-        assert isinstance(lt, SimLeaderTerm) and lt.core is not None
-        if lt.zab.outstanding or lt.core.unapplied or lt.logging:
+        assert isinstance(lt, SimLeaderTerm) and lt.pipeline is not None
+        if lt.zab.outstanding or lt.pipeline.unapplied or lt.logging:
             return False
         h = leader.history
         members = set(only) if only is not None else set(self.nodes)

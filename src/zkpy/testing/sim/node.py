@@ -100,7 +100,7 @@ class SimNode:
         self.alive = False
         self.paused = False
         self.deferred: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
-        self.member: PeerCore | None = None  # the process's member core (None while it is down)
+        self.core: PeerCore | None = None  # the process's member core (None while it is down)
         self.election: Election | None = None
         self.term: SimLeaderTerm | SimLearnerTerm | None = None
         self.history: list[int] = []
@@ -124,15 +124,15 @@ class SimNode:
     @property
     def mode(self) -> str:
         """down, or what the member core says (looking, read-only, leader, follower, observer)."""
-        return self.member.mode if self.member is not None else "down"
+        return self.core.mode if self.core is not None else "down"
 
     @property
     def tree(self) -> DataTree | None:
-        return self.member.tree if self.member is not None else None
+        return self.core.tree if self.core is not None else None
 
     @property
     def epochs(self) -> object:
-        state = self.member.state if self.member is not None else None
+        state = self.core.state if self.core is not None else None
         return state.epochs if state is not None else None
 
     @property
@@ -165,8 +165,8 @@ class SimNode:
                 term.flush()
             if term.ended is not None:
                 self._end_term(term.ended)
-        elif self.member is not None:
-            self.run_member()  # read-only clients' replies
+        elif self.core is not None:
+            self.run_core()  # read-only clients' replies
 
     def client_output(self, conn: Connection) -> None:
         """The pipeline's `Output`: what it wrote on a client connection goes out in one write
@@ -198,9 +198,9 @@ class SimNode:
         self.deferred = []
         self.election = None
         self.c.trace_event(self.sid, "start", self.incarnation)
-        self.member = PeerCore(self.config, self.now, self.wall_ms, trace=True)
-        self.member.start()
-        self.run_member()
+        self.core = PeerCore(self.config, self.now, self.wall_ms, trace=True)
+        self.core.start()
+        self.run_core()
         self.c.sched.after(TICK_INTERVAL_MS, self._tick_event, self.incarnation)
         self.c.net.node_started(self.sid)
 
@@ -212,7 +212,7 @@ class SimNode:
         self.deferred = []
         self.term = None
         self.election = None
-        self.member = None
+        self.core = None
         kept = self.disk.crash_now(self.c.rng, mode)
         self.c.net.node_crashed(self.sid)
         self.close_clients()
@@ -246,29 +246,29 @@ class SimNode:
         elif self.election is not None and not self.election.decided:
             self.election.tick(self.now)
             self._pump_election()
-            if self.member is not None and self.term is None:
+            if self.core is not None and self.term is None:
                 self._time()
-                self.member.tick()
-                self.run_member()
+                self.core.tick()
+                self.run_core()
         self._after_event()
 
     def _time(self) -> None:
-        assert self.member is not None
-        self.member.set_time(self.now, self.wall_ms)
+        assert self.core is not None
+        self.core.set_time(self.now, self.wall_ms)
 
     # ------------------------------------------------------------ the member core's effects
 
-    def run_member(self) -> None:
+    def run_core(self) -> None:
         """Run the member core's effects, batch after batch, until it has none."""
-        member = self.member
-        assert member is not None
-        while effects := member.ready():
+        core = self.core
+        assert core is not None
+        while effects := core.ready():
             for effect in effects:
                 match effect:
                     case Output():
                         self.client_output(effect.conn)
                     case Recover():
-                        self._recover(member, effect)
+                        self._recover(core, effect)
                     case Elect():
                         self._elect(effect)
                     case Designate():
@@ -292,7 +292,7 @@ class SimNode:
                     case _:
                         assert_never(effect)
 
-    def _recover(self, member: PeerCore, effect: Recover) -> None:
+    def _recover(self, core: PeerCore, effect: Recover) -> None:
         """``member.datadir`` over the simulated disk; the history and the checker follow it."""
         state = recover_data_dir(self.disk, self.dirs, effect.carried)
         if state.recovered is None:
@@ -310,7 +310,7 @@ class SimNode:
                 self.c.stats["snapshots"] += 1
             self.recovered_from(state.recovered)
         self.c.checker.on_tree(self, state.history.tree)
-        member.recovered(state)
+        core.recovered(state)
 
     def recovered_from(self, rec: Recovered) -> None:
         """The tree was recovered from disk (at a start, or after a TRUNC): its history is the
@@ -340,8 +340,8 @@ class SimNode:
     def _elect(self, effect: Elect) -> None:
         last, epoch = effect.last_zxid, effect.current_epoch
         if self.election is None:
-            assert self.member is not None
-            self.election = Election(self.sid, self.member.verifier, last_zxid=last, current_epoch=epoch,
+            assert self.core is not None
+            self.election = Election(self.sid, self.core.verifier, last_zxid=last, current_epoch=epoch,
                                      config_data=config_data(self.quorum), learner_type=self._learner_type(),
                                      adopt_newer_configs=self.config.reconfig_enabled)
         self.c.trace_event(self.sid, "looking", (last, epoch))
@@ -352,10 +352,10 @@ class SimNode:
         return ElectionLearnerType.OBSERVER if self.observer else ElectionLearnerType.PARTICIPANT
 
     def _decided(self, decision: Decision) -> None:
-        assert self.member is not None
+        assert self.core is not None
         self.c.trace_event(self.sid, "decided", (decision.leader, decision.vote.zxid, decision.vote.peer_epoch))
         self._time()
-        self.member.decided(decision)
+        self.core.decided(decision)
 
     def _start_term(self, effect: StartTerm) -> None:
         self.term_seq += 1
@@ -367,15 +367,15 @@ class SimNode:
 
     def _end_term(self, reason: str) -> None:
         term = self.term
-        assert term is not None and self.member is not None
+        assert term is not None and self.core is not None
         self.c.trace_event(self.sid, "term-ended", reason)
         self.c.stats["terms_ended"] += 1
         self.close_clients()
         term.close()
         self.term = None
         self._time()
-        self.member.term_ended()
-        self.run_member()
+        self.core.term_ended()
+        self.run_core()
 
     def _reconfigure(self, quorum: QuorumConfig) -> None:
         """runtime.peer's Reconfigure: the election takes the config (and the dynamic config file
@@ -411,11 +411,11 @@ class SimNode:
                     self.c.net.send_notification(self.sid, sid, payload)
         if ready.decision is not None:
             self._decided(ready.decision)
-            self.run_member()
+            self.run_core()
         elif ready.newer_config is not None:
-            assert self.member is not None
-            self.member.newer_config(ready.newer_config)
-            self.run_member()
+            assert self.core is not None
+            self.core.newer_config(ready.newer_config)
+            self.run_core()
             self._pump_election()
 
     # ------------------------------------------------------------ disk (what the terms write)
@@ -443,20 +443,20 @@ class SimNode:
     # ------------------------------------------------------------ clients
 
     @property
-    def client_core(self) -> ServerCore | None:
+    def client_pipeline(self) -> ServerCore | None:
         """The pipeline a client connecting now gets: the term's while it serves, else the
         read-only one while that serves, else none."""
         if not self.alive or self.paused:
             return None
         if self.serving:
             assert self.term is not None
-            return self.term.core
-        return self.member.read_only if self.member is not None else None
+            return self.term.pipeline
+        return self.core.read_only if self.core is not None else None
 
     def submit(self, session: int, cxid: int, op: int, body: bytes) -> bool:
         """A client request on this server; False if it is not serving (the client moves on)."""
         term = self.term
-        if term is None or not self.alive or self.paused or term.ended is not None or term.core is None:
+        if term is None or not self.alive or self.paused or term.ended is not None or term.pipeline is None:
             return False
         term.client_request(session, cxid, op, body)
         self._after_event()
@@ -465,4 +465,4 @@ class SimNode:
     @property
     def serving(self) -> bool:
         t = self.term
-        return self.alive and t is not None and t.ended is None and t.core is not None
+        return self.alive and t is not None and t.ended is None and t.pipeline is not None

@@ -99,7 +99,7 @@ class Server(Protocol):
     def client_links(self) -> dict[int, Link]: ...
 
     @property
-    def client_core(self) -> ServerCore | None: ...
+    def client_pipeline(self) -> ServerCore | None: ...
 
     @property
     def now(self) -> int: ...
@@ -138,7 +138,7 @@ class Link:
 
     client: SessionClient
     node: Server
-    core: ServerCore
+    pipeline: ServerCore
     conn: Connection
     incarnation: int
     open: bool = True
@@ -289,7 +289,7 @@ class Sessions:
         host, _ = core.next_host()
         sid = int(host.rsplit(".", 1)[1])
         node = self.c.nodes.get(sid)
-        server = node.client_core if node is not None else None
+        server = node.client_pipeline if node is not None else None
         if node is None or server is None:
             client.reconnect_at = self.c.sched.now + max(core.backoff_ms(), 20)
             return
@@ -309,7 +309,7 @@ class Sessions:
         node = link.node
         if node.client_links.get(link.conn.conn_id) is link:
             del node.client_links[link.conn.conn_id]
-            node.post(1, link.core.disconnected, link.conn)
+            node.post(1, link.pipeline.disconnected, link.conn)
         self._events(client, client.core.connection_lost())
         client.inflight.clear()
         client.watched.clear()  # an armed watch may fire late (setWatches): stop judging by it
@@ -335,12 +335,12 @@ class Sessions:
         if not link.open or link.node.incarnation != link.incarnation:
             return
         node = link.node
-        if node.client_core is not link.core:
+        if node.client_pipeline is not link.pipeline:
             return
-        link.core.set_time(node.now, node.wall_ms)
-        link.core.receive(link.conn, data)
-        while link.core.wants_turn(link.conn):  # the client port's later turns, all at once here
-            link.core.resume(link.conn)
+        link.pipeline.set_time(node.now, node.wall_ms)
+        link.pipeline.receive(link.conn, data)
+        while link.pipeline.wants_turn(link.conn):  # the client port's later turns, all at once here
+            link.pipeline.resume(link.conn)
         if node.term is not None:  # (a read-only pipeline's output is written after each event)
             node.term.flush_due = True
 

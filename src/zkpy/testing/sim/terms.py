@@ -88,7 +88,7 @@ class Peer(Protocol):
     term_seq: int
     disk: SimDisk
     dirs: DataDirs
-    member: PeerCore | None
+    core: PeerCore | None
     term: SimLeaderTerm | SimLearnerTerm | None
 
     @property
@@ -108,7 +108,7 @@ class Peer(Protocol):
 
     def post(self, delay_ms: int, fn: Callable[..., Any], *args: Any) -> None: ...
 
-    def run_member(self) -> None: ...
+    def run_core(self) -> None: ...
 
     def recovered_from(self, rec: Recovered) -> None: ...
 
@@ -125,7 +125,7 @@ class _Term:
     """What both roles share: the core's effects, the fsync reports, the end."""
 
     accepts_learners = False
-    term_core: LeadingCore | LearningCore
+    core: LeadingCore | LearningCore
 
     def __init__(self, node: Peer) -> None:
         self.node = node
@@ -160,17 +160,17 @@ class _Term:
     # ---- what the cluster, the workload and the tests look at
 
     @property
-    def core(self) -> ServerCore | None:
+    def pipeline(self) -> ServerCore | None:
         """The request pipeline, once the term serves."""
-        return self.term_core.server
+        return self.core.pipeline
 
     @property
     def logging(self) -> list[int]:
-        return list(self.term_core.logging)
+        return list(self.core.logging)
 
     @property
     def tree(self) -> DataTree:
-        return self.term_core.tree
+        return self.core.tree
 
     def current(self) -> bool:
         return self.node.term is self and self.ended is None and self.node.alive
@@ -182,12 +182,12 @@ class _Term:
     # ---- driving the core
 
     def _time(self) -> None:
-        self.term_core.set_time(self.node.now, self.node.wall_ms)
+        self.core.set_time(self.node.now, self.node.wall_ms)
 
     def pump(self) -> None:
         """Run the core's effects, batch after batch (also after the term ended, as the real shell
         does: a closed term's effects reach nothing, and its core should have none)."""
-        while effects := self.term_core.ready():
+        while effects := self.core.ready():
             for i, effect in enumerate(effects):
                 self._rest = effects[i + 1:]
                 self.execute(effect)
@@ -214,9 +214,9 @@ class _Term:
             case fx.Serving():
                 self._serving(effect.epoch)
             case fx.ActivateConfig():
-                assert node.member is not None
-                node.member.config_activated(effect.quorum)
-                node.run_member()
+                assert node.core is not None
+                node.core.config_activated(effect.quorum)
+                node.run_core()
             case fx.EndTerm():
                 self.end(effect.reason)
             case fx.StartWorkers() | fx.PublishApplied() | fx.ToWorker():
@@ -266,15 +266,15 @@ class _Term:
     def _serving(self, epoch: int) -> None:
         """The term serves: the member core hears of it (as ``runtime.peer``'s ``serving``)."""
         node = self.node
-        assert node.member is not None
-        node.member.term_serving(epoch)
-        node.run_member()
+        assert node.core is not None
+        node.core.term_serving(epoch)
+        node.run_core()
 
     def _durable(self, count: int) -> None:
         """The fsync worker's report, also after the term was closed (the real worker's last
         report reaches the loop after the close, as this one does): the core decides."""
         self._time()
-        self.term_core.durable(count)
+        self.core.durable(count)
         self.pump()
 
     def flush(self) -> None:
@@ -287,7 +287,7 @@ class _Term:
 
     def tick(self) -> None:
         self._time()
-        self.term_core.tick()
+        self.core.tick()
         self.pump()
 
     def _roll(self) -> None:
@@ -323,14 +323,14 @@ class SimLeaderTerm(_Term):
 
     def __init__(self, node: Peer, core: LeadingCore) -> None:
         super().__init__(node)
-        self.term_core: LeadingCore = core
+        self.core: LeadingCore = core
         self.links: dict[int, QConn] = {}
         self.cids = itertools.count(1)
         self.log = node.new_log(self._durable, self._roll)
 
     @property
     def zab(self) -> zl.Leader:
-        return self.term_core.zab
+        return self.core.zab
 
     def start(self) -> None:
         self.pump()
@@ -347,7 +347,7 @@ class SimLeaderTerm(_Term):
         conn.ends[self.sid] = self
         conn.leader_cid = cid
         self._time()
-        self.term_core.link_connected(cid)
+        self.core.link_connected(cid)
 
     def _cid(self, conn: QConn) -> int | None:
         cid = conn.leader_cid
@@ -360,7 +360,7 @@ class SimLeaderTerm(_Term):
         if cid is None:
             return
         self._time()
-        self.term_core.link_data(cid, data)
+        self.core.link_data(cid, data)
         self.pump()
         self.flush_due = True
 
@@ -369,13 +369,13 @@ class SimLeaderTerm(_Term):
         if cid is None:
             return
         self.links.pop(cid, None)
-        self.term_core.link_lost(cid)
+        self.core.link_lost(cid)
 
     def client_request(self, session: int, cxid: int, op: int, body: bytes) -> None:
-        core = self.term_core.server
-        assert core is not None
+        pipeline = self.core.pipeline
+        assert pipeline is not None
         self._time()
-        core.learner_request(session, cxid, op, body, _auth(op))
+        pipeline.learner_request(session, cxid, op, body, _auth(op))
         self.flush_due = True
 
     def _peer(self, link: int) -> int:
@@ -389,10 +389,10 @@ class SimLeaderTerm(_Term):
         super().execute(effect)
 
     def tick(self) -> None:
-        server = self.term_core.server
-        before = server.unapplied if server is not None else 0
+        pipeline = self.core.pipeline
+        before = pipeline.unapplied if pipeline is not None else 0
         super().tick()
-        if server is not None and self.zab.phase is zl.Phase.STOPPED and server.unapplied > before:
+        if pipeline is not None and self.zab.phase is zl.Phase.STOPPED and pipeline.unapplied > before:
             self.c.stats["expiry_as_leader_stops"] += 1  # the tick that ended the term expired a session
 
     def _send(self, effect: fx.Send) -> None:
@@ -425,8 +425,8 @@ class SimLeaderTerm(_Term):
         super()._serving(epoch)
 
     def close(self) -> None:
-        self.term_core.stop("term closed")
-        self.term_core.ready()  # the shell does not run what stopping produced: it aborts the links itself
+        self.core.stop("term closed")
+        self.core.ready()  # the shell does not run what stopping produced: it aborts the links itself
         for conn in list(self.links.values()):
             self.c.net.close(conn, self.sid, abort=True)
         self.links.clear()
@@ -441,16 +441,16 @@ class SimLearnerTerm(_Term):
         super().__init__(node)
         self.role = core.role
         self.leader_sid = core.leader_sid
-        self.term_core: LearningCore = core
+        self.core: LearningCore = core
         self.conn: QConn | None = None
 
     @property
     def zab(self) -> zf.Learner:
-        return self.term_core.zab
+        return self.core.zab
 
     @property
     def serving(self) -> bool:
-        return self.term_core.served
+        return self.core.served
 
     def start(self) -> None:
         self.c.net.connect(self.sid, self.leader_sid, self)
@@ -460,7 +460,7 @@ class SimLearnerTerm(_Term):
         if not self.current():
             return
         self._time()
-        delay = self.term_core.connect_failed()
+        delay = self.core.connect_failed()
         if delay is None:
             self.end(f"could not connect to leader {self.leader_sid}")
             return
@@ -477,22 +477,22 @@ class SimLearnerTerm(_Term):
         self.conn = conn
         self.log = self.node.new_log(self._durable, self._roll)
         self._time()
-        self.term_core.connected()
+        self.core.connected()
         self.pump()
 
     def on_data(self, conn: QConn, data: bytes) -> None:
         if conn is not self.conn or not self.current():
             return
         self._time()
-        self.term_core.link_data(data)
+        self.core.link_data(data)
         self.pump()
-        if self.term_core.server is not None:
+        if self.core.pipeline is not None:
             self.flush_due = True
 
     def on_close(self, conn: QConn) -> None:
         if conn is self.conn and self.current():
             self._time()
-            self.term_core.link_lost()
+            self.core.link_lost()
             self.pump()
 
     def tick(self) -> None:
@@ -526,7 +526,7 @@ class SimLearnerTerm(_Term):
         node = self.node
         self.c.checker.check_txn(node, a.zxid, a.payload, "applied")
         super()._applied(a)
-        self.c.checker.on_learner_apply(node, node.history, self.term_core.served)
+        self.c.checker.on_learner_apply(node, node.history, self.core.served)
 
     def _truncate(self, zxid: int) -> None:
         """TRUNC: ``member.datadir`` cuts the log after ``zxid`` and recovers; the core goes on."""
@@ -537,11 +537,11 @@ class SimLearnerTerm(_Term):
         recovered = truncate_data_dir(node.disk, node.dirs, zxid)
         node.recovered_from(recovered)
         self.c.checker.on_tree(node, recovered.tree)
-        self.term_core.truncated(recovered)
+        self.core.truncated(recovered)
         self.log = node.new_log(self._durable, self._roll)
         if unreported:
             node.post(0, self._durable, unreported)
-        if self.term_core.ended is not None:
+        if self.core.ended is not None:
             self.c.stats["trunc_would_lose_state"] += 1
 
     def _serving(self, epoch: int) -> None:
@@ -554,7 +554,7 @@ class SimLearnerTerm(_Term):
         super()._serving(epoch)
 
     def close(self) -> None:
-        self.term_core.stop("term closed")
+        self.core.stop("term closed")
         if self.conn is not None:
             self.c.net.close(self.conn, self.sid)
             self.conn = None
