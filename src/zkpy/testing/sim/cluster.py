@@ -383,17 +383,24 @@ Hierarchy = tuple[tuple[tuple[int, tuple[int, ...]], ...], tuple[tuple[int, int]
 
 def run_seed(seed: int, *, nodes: int | None = None, faults: Iterable[str] | None = None,
              chaos_ms: int | None = None, converge_ms: int = 40_000, hierarchy: Hierarchy | None = None,
-             local_sessions: bool = False, local_sessions_upgrading: bool = False) -> RunResult:
+             local_sessions: bool = False, local_sessions_upgrading: bool = False, workers: int = 1,
+             reconfig: bool = False, session_clients: int | None = None) -> RunResult:
     """One random run; raises InvariantViolation or LivenessFailure (with the seed) on failure.
     ``hierarchy``: the ensemble's (groups, weights) as QuorumConfig holds them (with ``nodes``);
     ``local_sessions``: the members run with localSessionsEnabled (and
-    ``local_sessions_upgrading``: localSessionsUpgradingEnabled); the seed's choices are the same."""
+    ``local_sessions_upgrading``: localSessionsUpgradingEnabled); ``workers``: serverWorkers,
+    the serving processes of each server; ``reconfig``: reconfigEnabled, and the clients also
+    ask for reconfigs (``workload``); ``session_clients``: how many real clients (else the
+    seed's choice). The seed's other choices are the same."""
     rng = random.Random(seed)
     config, plan = choose(rng, nodes, faults, chaos_ms)
     if hierarchy is not None:
         config = replace(config, groups=hierarchy[0], weights=hierarchy[1])
     if local_sessions:
         config = replace(config, local_sessions=True, local_sessions_upgrading=local_sessions_upgrading)
+    config = replace(config, server_workers=workers, reconfig=reconfig)
+    if session_clients is not None:
+        config = replace(config, session_clients=session_clients)
     # readonlymode.enabled in a third of the runs, drawn apart from the run's RNG so that every
     # other choice of a seed stays what it was
     config = replace(config, read_only=random.Random(f"read-only {seed}").random() < 1 / 3)

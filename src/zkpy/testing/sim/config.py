@@ -40,4 +40,5 @@ class SimConfig:
     local_sessions_upgrading: bool = False  # localSessionsUpgradingEnabled
     read_only: bool = False  # readonlymode.enabled: a looking server serves read-only clients (and clients ask for it)
     reconfig: bool = False  # reconfigEnabled (scripts send reconfig requests as a super user)
+    server_workers: int = 1  # serverWorkers: serving processes per server (``workers``)
     workarounds: frozenset[str] = WORKAROUNDS

@@ -93,7 +93,8 @@ class SimNode:
         # (the dynamic config file the real shell writes)
         self.config = ServerConfig(tick_ms=cfg.tick_ms, data_dir=f"/sim/{sid}", server_id=sid,
                                    snap_count=cfg.snap_count, prealloc_kb=max(1, cfg.prealloc_bytes // 1024),
-                                   quorum=quorum, reconfig_enabled=cfg.reconfig, read_only_mode=cfg.read_only)
+                                   quorum=quorum, reconfig_enabled=cfg.reconfig, read_only_mode=cfg.read_only,
+                                   server_workers=cfg.server_workers)
         self.disk = SimDisk()
         self.dirs = DataDirs.of(self.config.data_dir)
         self.incarnation = 0
@@ -442,16 +443,48 @@ class SimNode:
 
     # ------------------------------------------------------------ clients
 
-    @property
-    def client_pipeline(self) -> ServerCore | None:
-        """The pipeline a client connecting now gets: the term's while it serves, else the
-        read-only one while that serves, else none."""
+    def pipeline_for_client(self) -> ServerCore | None:
+        """The pipeline a client connecting now gets: one of the term's serving processes (the
+        member's, or a worker's, as the kernel spreads connections over them) while it serves,
+        else the read-only one while that serves, else none."""
         if not self.alive or self.paused:
             return None
+        term = self.term
         if self.serving:
-            assert self.term is not None
-            return self.term.pipeline
+            assert term is not None and term.pipeline is not None
+            pipelines = [term.pipeline, *(w.pipeline for w in term.workers if w.pipeline is not None)]
+            if len(pipelines) == 1:
+                return pipelines[0]
+            chosen = self.c.rng.choice(pipelines)
+            if chosen is not term.pipeline:
+                self.c.stats["client_on_worker"] += 1
+            return chosen
         return self.core.read_only if self.core is not None else None
+
+    def serves(self, pipeline: ServerCore) -> bool:
+        """Does ``pipeline`` still serve clients here (its process lives, its term goes on)?"""
+        if not self.alive or self.paused:
+            return False
+        term = self.term
+        if term is not None:
+            return self.serving and (pipeline is term.pipeline or any(w.pipeline is pipeline for w in term.workers))
+        return self.core is not None and pipeline is self.core.read_only
+
+    def before_input(self, pipeline: ServerCore) -> None:
+        """Client input reaches ``pipeline``: a worker's reads wait for the member's applied zxid."""
+        for worker in self.term.workers if self.term is not None else ():
+            if worker.pipeline is pipeline:
+                worker.before_input()
+
+    def input_taken(self, pipeline: ServerCore) -> None:
+        """``pipeline`` took client input: its process flushes at the end of the event."""
+        term = self.term
+        if term is None:
+            return  # (a read-only pipeline's output is written after each event)
+        term.flush_due = True
+        for worker in term.workers:
+            if worker.pipeline is pipeline:
+                worker.flush_due = True
 
     def submit(self, session: int, cxid: int, op: int, body: bytes) -> bool:
         """A client request on this server; False if it is not serving (the client moves on)."""

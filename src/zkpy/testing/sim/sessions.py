@@ -18,6 +18,10 @@ expired. It reads, writes, syncs and watches a few keys ``/r<i>``, and creates e
   was set;
 * after ``sync`` (with ``zkpy.quorumSync``, which makes it a linearizable read), a read returns
   every write to that key acknowledged to anyone before the sync was sent;
+* a server's reads never go back: a read sent to a server returns every write to that key the
+  server acknowledged (to any session) before the read was sent, whichever of its serving
+  processes answers (with ``serverWorkers``, the member publishes what it applied before any
+  reply tells of it: ``member.term``'s `PublishApplied`);
 * a session that moves to another server keeps its ephemerals;
 * with local sessions (localSessionsEnabled): a session that never asked for an ephemeral is
   local, so no other server takes it (a move finds it expired and the client starts a new
@@ -63,7 +67,6 @@ from zkpy.wire.proto import CreateRequest, ExistsRequest, GetDataRequest, SetDat
 from .checker import Checker
 from .config import SimConfig
 from .scheduler import Scheduler
-from .terms import SimLeaderTerm, SimLearnerTerm
 
 CLIENT_PORT = 2181
 TICK_MS = 50
@@ -93,13 +96,15 @@ class Server(Protocol):
     def incarnation(self) -> int: ...
 
     @property
-    def term(self) -> SimLeaderTerm | SimLearnerTerm | None: ...
-
-    @property
     def client_links(self) -> dict[int, Link]: ...
 
-    @property
-    def client_pipeline(self) -> ServerCore | None: ...
+    def pipeline_for_client(self) -> ServerCore | None: ...
+
+    def serves(self, pipeline: ServerCore) -> bool: ...
+
+    def before_input(self, pipeline: ServerCore) -> None: ...
+
+    def input_taken(self, pipeline: ServerCore) -> None: ...
 
     @property
     def now(self) -> int: ...
@@ -166,6 +171,8 @@ class Op:
     session: int
     value: bytes = b""
     floor: int = 0  # sync-get: the newest mzxid of a write to key acknowledged before the sync was sent
+    server: int = -1  # the server it was sent to
+    server_floor: int = 0  # a read: the newest mzxid of a write to key that server acknowledged before it was sent
     result: Any = None
 
 
@@ -190,13 +197,21 @@ class SessionChecker:
     def __init__(self, checker: Checker) -> None:
         self.checker = checker
         self.acked: dict[str, list[tuple[int, int]]] = {}  # key -> [(ack time, mzxid)] of acknowledged writes
+        self.acked_by: dict[tuple[int, str], int] = {}  # (server, key) -> newest mzxid of a write it acknowledged
         self.checks = 0
 
     def fail(self, message: str) -> None:
         self.checker.fail(f"client view: {message}")
 
-    def write_acked(self, key: str, now: int, mzxid: int) -> None:
+    def write_acked(self, key: str, now: int, mzxid: int, server: int) -> None:
         self.acked.setdefault(key, []).append((now, mzxid))
+        by = (server, key)
+        self.acked_by[by] = max(self.acked_by.get(by, 0), mzxid)
+
+    def server_floor(self, server: int, key: str) -> int:
+        """The newest mzxid of a write to ``key`` that ``server`` acknowledged so far: any later
+        read there sees it, whichever of the server's processes answers (serverWorkers)."""
+        return self.acked_by.get((server, key), 0)
 
     def floor(self, key: str, before_ms: int) -> int:
         """The newest mzxid of a write to ``key`` acknowledged before ``before_ms``."""
@@ -214,6 +229,9 @@ class SessionChecker:
         if op.kind == "sync-get" and mzxid < op.floor:
             self.fail(f"session 0x{op.session:x} read {key} at mzxid 0x{mzxid:x} after a sync sent when 0x{op.floor:x} "
                       f"was acknowledged (quorumSync)")
+        if mzxid < op.server_floor:
+            self.fail(f"session 0x{op.session:x} read {key} at mzxid 0x{mzxid:x} from server {op.server}, which had "
+                      f"acknowledged a write of it at 0x{op.server_floor:x} before the read was sent")
         client.seen[key] = max(seen, mzxid)
 
 
@@ -289,7 +307,7 @@ class Sessions:
         host, _ = core.next_host()
         sid = int(host.rsplit(".", 1)[1])
         node = self.c.nodes.get(sid)
-        server = node.client_pipeline if node is not None else None
+        server = node.pipeline_for_client() if node is not None else None
         if node is None or server is None:
             client.reconnect_at = self.c.sched.now + max(core.backoff_ms(), 20)
             return
@@ -335,14 +353,14 @@ class Sessions:
         if not link.open or link.node.incarnation != link.incarnation:
             return
         node = link.node
-        if node.client_pipeline is not link.pipeline:
+        if not node.serves(link.pipeline):
             return
+        node.before_input(link.pipeline)
         link.pipeline.set_time(node.now, node.wall_ms)
         link.pipeline.receive(link.conn, data)
         while link.pipeline.wants_turn(link.conn):  # the client port's later turns, all at once here
             link.pipeline.resume(link.conn)
-        if node.term is not None:  # (a read-only pipeline's output is written after each event)
-            node.term.flush_due = True
+        node.input_taken(link.pipeline)
 
     def server_turn(self, link: Link) -> None:
         """The server takes more of a connection's requests (its output drained, or fewer are in flight)."""
@@ -442,7 +460,7 @@ class Sessions:
         elif op.kind == "set":
             if error is None:
                 mzxid = ev.response.stat.mzxid
-                self.checker.write_acked(op.key, now, mzxid)
+                self.checker.write_acked(op.key, now, mzxid, op.server)
                 client.seen[op.key] = max(client.seen.get(op.key, 0), mzxid)
             elif isinstance(error, NoNodeError):
                 self._request(client, Op("create", op.key, now, client.core.session_id), OpCode.CREATE,
@@ -476,6 +494,10 @@ class Sessions:
 
     def _request(self, client: SessionClient, op: Op, opcode: int, record: Any,
                  watch: WatchRegistration | None = None) -> None:
+        if client.link is not None:
+            op.server = client.link.node.sid
+            if op.kind in ("get", "sync-get", "watch"):
+                op.server_floor = self.checker.server_floor(op.server, op.key)
         try:
             data = client.core.request(opcode, record, op, watch=watch, now_ms=self.c.sched.now)
         except ZookeeperError:

@@ -16,6 +16,7 @@ the checker.
 from __future__ import annotations
 
 import itertools
+import random
 from collections import Counter
 from collections.abc import Callable
 from typing import Any, Protocol, assert_never
@@ -27,6 +28,7 @@ from zkpy.member.datadir import truncate_data_dir
 from zkpy.member.leading import LeadingCore
 from zkpy.member.learning import LearningCore
 from zkpy.member.peer import PeerCore
+from zkpy.member.workers import WorkerHub
 from zkpy.quorum import leader as zl
 from zkpy.quorum import learner as zf
 from zkpy.quorum.verifier import QuorumVerifier
@@ -43,6 +45,7 @@ from .checker import Checker
 from .config import SimConfig
 from .disk import SimDisk, SimLog
 from .network import Network, QConn
+from .workers import SimWorker
 from .workload import Workload
 
 _MAY_CREATE_EPHEMERALS = frozenset({OpCode.CREATE, OpCode.CREATE2, OpCode.MULTI})
@@ -68,6 +71,9 @@ class Ensemble(Protocol):
 
     @property
     def stats(self) -> Counter[str]: ...
+
+    @property
+    def rng(self) -> random.Random: ...
 
     def trace_event(self, sid: int, what: str, detail: object) -> None: ...
 
@@ -135,6 +141,9 @@ class _Term:
         self.ended: str | None = None
         self.flush_due = False
         self.log: SimLog | None = None
+        self.workers: list[SimWorker] = []  # its serving processes (serverWorkers), 1..N-1
+        self.hub: WorkerHub | None = None
+        self.applied_zxid = -1  # what the member published to its workers (runtime.worker.SharedZxid)
         self._outgoing: dict[int, list[QuorumPacket]] = {}  # packets in the next Send of each link
         self._rest: list[fx.Effect] = []  # the effects of the batch not run yet
 
@@ -219,8 +228,13 @@ class _Term:
                 node.run_core()
             case fx.EndTerm():
                 self.end(effect.reason)
-            case fx.StartWorkers() | fx.PublishApplied() | fx.ToWorker():
-                raise AssertionError(f"simulator: serving processes are not simulated yet: {effect!r}")
+            case fx.StartWorkers():
+                self._start_workers(effect)
+            case fx.PublishApplied():
+                self.applied_zxid = effect.zxid
+            case fx.ToWorker():
+                worker = self.workers[effect.link - 1]
+                worker.down.send(worker.from_member, effect.data)
             case fx.Applied():
                 self._applied(effect)
             case fx.Logged():
@@ -239,6 +253,32 @@ class _Term:
 
     def _send(self, effect: fx.Send) -> None:
         raise NotImplementedError
+
+    # ---- serving processes (runtime.workers)
+
+    def _start_workers(self, effect: fx.StartWorkers) -> None:
+        self.hub = effect.hub
+        rng = self.c.rng
+        self.workers = [SimWorker(self.node, index, effect.count, rng, self._from_worker, lambda: self.applied_zxid)
+                        for index in range(1, effect.count)]
+        for worker in self.workers:
+            self.node.post(rng.randint(1, 5), self._attach, worker.index)  # its link connects
+        self.c.stats["workers_started"] += len(self.workers)
+
+    def _attach(self, index: int) -> None:
+        if self.current() and self.hub is not None:
+            self.hub.attach(index)
+            self.flush_due = True
+
+    def _from_worker(self, index: int, data: bytes) -> None:
+        if self.current() and self.hub is not None:
+            self._time()
+            self.hub.receive(index, data)  # a LinkError is a bug the simulator reports
+            self.flush_due = True
+
+    def _stop_workers(self) -> None:
+        for worker in self.workers:
+            worker.stop()
 
     def _close_link(self, link: int, reason: str) -> None:
         raise NotImplementedError
@@ -278,17 +318,23 @@ class _Term:
         self.pump()
 
     def flush(self) -> None:
-        """After client input (once per event, as the real shell's call_soon): propose or forward."""
+        """After client input (once per event, as the real shell's call_soon): propose or forward;
+        the workers that took input flush too."""
         self.flush_due = False
         if not self.current():
             return
         self._time()
         self.pump()
+        for worker in self.workers:
+            if worker.flush_due:
+                worker.flush()
 
     def tick(self) -> None:
         self._time()
         self.core.tick()
         self.pump()
+        for worker in self.workers:
+            worker.tick()
 
     def _roll(self) -> None:
         """The log rolled (in an `AppendLog`): snapshot the tree as it is, which already holds the
@@ -430,6 +476,7 @@ class SimLeaderTerm(_Term):
         for conn in list(self.links.values()):
             self.c.net.close(conn, self.sid, abort=True)
         self.links.clear()
+        self._stop_workers()
         self._close_log()
 
 
@@ -558,4 +605,5 @@ class SimLearnerTerm(_Term):
         if self.conn is not None:
             self.c.net.close(self.conn, self.sid)
             self.conn = None
+        self._stop_workers()
         self._close_log()

@@ -23,12 +23,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from zkpy.config import QuorumConfig
+from zkpy.quorum.dynconfig import CONFIG_NODE
 from zkpy.tree.acl import OPEN_ACL_UNSAFE
 from zkpy.wire.consts import CreateMode, OpCode
 from zkpy.wire.jute import INT, Record
-from zkpy.wire.proto import CreateRequest, DeleteRequest, SetDataRequest
+from zkpy.wire.proto import CreateRequest, DeleteRequest, ReconfigRequest, SetDataRequest
 from zkpy.wire.txn import TxnHeader
 
+from .config import SimConfig
 from .scheduler import Scheduler
 
 _ACL = list(OPEN_ACL_UNSAFE)
@@ -67,6 +70,11 @@ class Client:
     ephemerals: list[str] | None = None
 
 
+def server_line(sid: int, role: str = "participant") -> str:
+    """Server ``sid``'s line in a config string (``joiningServers`` of a reconfig)."""
+    return f"server.{sid}=10.0.0.{sid}:2888:3888:{role};10.0.0.{sid}:2181"
+
+
 class Server(Protocol):
     """What a client uses of a server (``node.SimNode``)."""
 
@@ -85,11 +93,17 @@ class Server(Protocol):
     @property
     def paused(self) -> bool: ...
 
+    @property
+    def quorum(self) -> QuorumConfig: ...
+
     def submit(self, session: int, cxid: int, op: int, body: bytes) -> bool: ...
 
 
 class Ensemble(Protocol):
     """What the clients use of the ensemble (``cluster.Cluster``)."""
+
+    @property
+    def config(self) -> SimConfig: ...
 
     @property
     def sched(self) -> Scheduler: ...
@@ -148,6 +162,9 @@ class Workload:
                 self._new_session(client, self.rng.choice(serving))
             return
         assert node is not None
+        if self.c.config.reconfig and self.rng.random() < 0.03:
+            self._reconfig(client, node)
+            return
         r = self.rng.random()
         if r < 0.45:
             self._create(client, node, f"/w{self._value()}", CreateMode.PERSISTENT)
@@ -165,6 +182,20 @@ class Workload:
         else:
             self.submit(client, node, OpCode.CLOSE_SESSION, "", None)
             client.state = "closed"
+
+    def _reconfig(self, client: Client, node: Server) -> None:
+        """reconfigEnabled: ask to change the config as the server sees it: a voter leaves (while
+        more than three vote; the leader too, which hands over), a server that left comes back,
+        or an observer becomes a voter."""
+        q = node.quorum
+        voters = sorted(s.sid for s in q.participants)
+        options: list[tuple[str | None, str | None]] = [(None, str(v)) for v in voters] if len(voters) > 3 else []
+        options += [(server_line(g), None) for g in sorted(set(self.c.nodes) - {s.sid for s in q.servers})]
+        options += [(server_line(o.sid), None) for o in q.observers]
+        if options:
+            joining, leaving = self.rng.choice(options)
+            if self.submit(client, node, OpCode.RECONFIG, CONFIG_NODE, ReconfigRequest(joining, leaving, None, -1)):  # type: ignore[arg-type]
+                self.c.stats["reconfig_asked"] += 1
 
     def _value(self) -> int:
         self._next_value += 1
