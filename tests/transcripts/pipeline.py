@@ -2,14 +2,19 @@
 
 Commands (``cN`` names a client connection, ``sN`` the session the transcript named first):
 
-    server [role=standalone|learner]   a new pipeline (a learner gets a leader's pipeline behind it)
-    connect c1 [timeout=MS] [resume=c0] a client connects (with ``resume``: to c0's session)
+    server [role=ROLE]                  a new pipeline: standalone, leader, follower (or learner),
+                                        observer, read-only (a follower or observer gets a leader's
+                                        pipeline behind it)
+    connect c1 [timeout=MS] [resume=c0] [ro=1]  a client connects (with ``resume``: to c0's session;
+                                        ``ro=1``: it asks for read-only service)
     create c1 XID PATH [DATA] [ephemeral] [sequential]
     get|exists|children c1 XID PATH [watch]
     set c1 XID PATH DATA [version=N]
     delete c1 XID PATH [version=N]
     sync c1 XID PATH
     ping c1
+    auth c1 SCHEME CREDENTIALS          an auth packet (digest user:password)
+    reconfig c1 XID [joining=LINE] [leaving=SIDS]   an incremental reconfig
     close c1 XID                        closeSession
     garbage c1 HEX                      a frame of these bytes
     drop c1                             the client's socket closes
@@ -19,6 +24,9 @@ Commands (``cN`` names a client connection, ``sN`` the session the transcript na
                                         proposed itself), commits it, and the learner applies it
     sync-done                           learner: the leader's SYNC for the oldest forwarded sync
     revalidated c1 valid|invalid        learner: the leader's word on c1's session
+    remote connect|create|set|delete|close r1 [XID ARGS]
+                                        a client of another server (named r1): its request, forwarded
+                                        to the leader (this pipeline, or a learner's leader)
 
 After each command the pipeline's ``ready()`` is rendered, one line per output; an `Output`
 becomes the replies, notifications and close that the client would read.
@@ -27,21 +35,33 @@ becomes the replies, notifications and close that the client would read.
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import Any, assert_never
 
-from zkpy.config import ServerConfig
+from zkpy.config import LearnerType, QuorumConfig, QuorumServer, ServerConfig
 from zkpy.errors import Code
 from zkpy.server.connection import Connection
 from zkpy.server.core import ServerCore
 from zkpy.server.leader import LeaderServerCore
 from zkpy.server.learner import LearnerServerCore
-from zkpy.server.outputs import CheckQuorum, Forward, Output, Propose, Revalidate, ServerOutput
+from zkpy.server.outputs import (
+    CheckQuorum,
+    Forward,
+    Output,
+    Propose,
+    Relayed,
+    Revalidate,
+    ServerOutput,
+    Touches,
+    TxnApplied,
+)
+from zkpy.server.read_only import ReadOnlyServerCore
 from zkpy.server.sessions import session_password
 from zkpy.storage.txnlog import describe_txn
 from zkpy.wire.consts import CreateMode, EventType, OpCode, Xid
 from zkpy.wire.jute import INT, Record
 from zkpy.wire.proto import (
     ACL,
+    AuthPacket,
     ConnectRequest,
     ConnectResponse,
     CreateRequest,
@@ -53,6 +73,7 @@ from zkpy.wire.proto import (
     GetDataRequest,
     GetDataResponse,
     Id,
+    ReconfigRequest,
     RequestHeader,
     SetDataRequest,
     SetDataResponse,
@@ -174,7 +195,8 @@ class Clients:
         conn = core.open(self.conn_ids, "127.0.0.1", 40000 + self.conn_ids)
         self.conns[name] = (core, conn)
         self.views[conn.conn_id] = ClientView(name)
-        payload = ConnectRequest(0, 0, int(opts.get("timeout", 10000)), session, passwd).to_bytes() + b"\x00"
+        read_only = b"\x01" if opts.get("ro") == "1" else b"\x00"
+        payload = ConnectRequest(0, 0, int(opts.get("timeout", 10000)), session, passwd).to_bytes() + read_only
         core.receive(conn, INT.pack(len(payload)) + payload)
 
     def request(self, verb: str, name: str, *args: str) -> None:
@@ -190,6 +212,8 @@ class Clients:
             return
         if verb == "ping":
             xid, op, record = Xid.PING, OpCode.PING, None
+        elif verb == "auth":
+            xid, op, record = Xid.AUTH, OpCode.AUTH, AuthPacket(0, args[0], args[1].encode())
         else:
             xid, op, record = int(args[0]), *self._record(verb, args[1:])
         self.views[conn.conn_id].ops[xid] = op
@@ -203,6 +227,10 @@ class Clients:
         plain = [a for a in rest if "=" not in a]
         if verb == "close":
             return OpCode.CLOSE_SESSION, None
+        if verb == "reconfig":
+            change = dict(a.split("=", 1) for a in args)
+            return OpCode.RECONFIG, ReconfigRequest(change.get("joining"), change.get("leaving"), None,  # type: ignore[arg-type]
+                                                    -1)
         path = args[0]
         if verb == "create":
             flags = (CreateMode.EPHEMERAL if "ephemeral" in plain else 0) | (
@@ -230,8 +258,8 @@ class Clients:
         return self.views[conn.conn_id].render(conn, self.names)
 
 
-CLIENT_VERBS = frozenset({"create", "get", "exists", "children", "set", "delete", "sync", "ping", "close",
-                          "garbage", "drop"})
+CLIENT_VERBS = frozenset({"create", "get", "exists", "children", "set", "delete", "sync", "ping", "auth", "reconfig",
+                          "close", "garbage", "drop"})
 
 
 class PipelineDriver:
@@ -243,10 +271,25 @@ class PipelineDriver:
         self.clients = Clients(self.names)
         self.handed = 0  # txns handed over by ready() and not persisted
         self.forwarded: list[Forward] = []
+        self.remote_sessions: dict[str, int] = {}  # another server's clients' sessions, by name
+        self.remotes = 0
 
     def _core(self, role: str) -> ServerCore:
-        kind = {"standalone": ServerCore, "leader": LeaderServerCore, "learner": LearnerServerCore}[role]
-        return kind(ServerConfig(server_id=2 if role == "leader" else 1), self.now, WALL_MS + self.now)
+        now, wall = self.now, WALL_MS + self.now
+        if role == "standalone":
+            return ServerCore(ServerConfig(server_id=1), now, wall)
+        if role == "leader":
+            return LeaderServerCore(ServerConfig(server_id=2), now, wall)
+        if role in ("learner", "follower"):
+            return LearnerServerCore(ServerConfig(server_id=1), now, wall)
+        if role == "observer":
+            servers = (QuorumServer(1, "127.0.0.1", 2888, 3888, LearnerType.OBSERVER),  # type: ignore[arg-type]
+                       QuorumServer(2, "127.0.0.1", 2889, 3889), QuorumServer(3, "127.0.0.1", 2890, 3890))  # type: ignore[arg-type]
+            quorum = QuorumConfig(servers, my_id=1)  # type: ignore[arg-type]
+            return LearnerServerCore(ServerConfig(server_id=1, quorum=quorum), now, wall)
+        if role == "read-only":
+            return ReadOnlyServerCore(ServerConfig(server_id=1), now, wall)
+        raise ValueError(f"unknown role {role!r}")
 
     # ---- commands
 
@@ -267,7 +310,7 @@ class PipelineDriver:
         role = opts.get("role", "standalone")
         self.core = self._core(role)
         self.leader = LeaderServerCore(ServerConfig(server_id=2), self.now, WALL_MS + self.now) \
-            if role == "learner" else None
+            if isinstance(self.core, LearnerServerCore) else None
 
     def cmd_connect(self, name: str, *args: str) -> None:
         self.clients.connect(self.core, name, *args)
@@ -300,6 +343,20 @@ class PipelineDriver:
             learner.apply_committed(t.hdr, t.txn)
         return lines
 
+    def cmd_remote(self, verb: str, name: str, *args: str) -> None:
+        """A client of another server: its request as the learner there forwards it."""
+        leader = self.leader if self.leader is not None else self.core
+        if not isinstance(leader, LeaderServerCore):
+            raise ValueError("remote: no leader")
+        if verb == "connect":
+            self.remotes += 1
+            session = self.remote_sessions[name] = (3 << 56) | self.remotes
+            leader.learner_request(session, 0, OpCode.CREATE_SESSION, INT.pack(10000), ())
+            return
+        session = self.remote_sessions[name]
+        op, record = Clients._record(verb, args[1:])
+        leader.learner_request(session, int(args[0]), op, record.to_bytes() if record is not None else b"", ())
+
     def cmd_sync_done(self) -> None:
         assert isinstance(self.core, LearnerServerCore)
         self.core.sync_done()
@@ -315,16 +372,24 @@ class PipelineDriver:
 
     def show(self, o: ServerOutput) -> list[str]:
         names = self.names
-        if isinstance(o, Propose):
-            self.handed += 1
-            return [f"propose {show_txn(o.hdr, o.txn, names)}"]
-        if isinstance(o, Forward):
-            self.forwarded.append(o)
-            return [f"forward session={names.session(o.session)} cxid={o.cxid} {OpCode(o.op).name}"]
-        if isinstance(o, Revalidate):
-            return [f"revalidate session={names.session(o.session)} timeout={o.timeout_ms}"]
-        if isinstance(o, CheckQuorum):
-            return [f"check-quorum token={o.token}"]
-        if isinstance(o, Output):
-            return self.clients.render(o.conn)
-        raise AssertionError(o)
+        match o:
+            case Propose():
+                self.handed += 1
+                return [f"propose {show_txn(o.hdr, o.txn, names)}"]
+            case Forward():
+                self.forwarded.append(o)
+                return [f"forward session={names.session(o.session)} cxid={o.cxid} {OpCode(o.op).name}"]
+            case Revalidate():
+                return [f"revalidate session={names.session(o.session)} timeout={o.timeout_ms}"]
+            case CheckQuorum():
+                return [f"check-quorum token={o.token}"]
+            case Touches():
+                return [f"touches {' '.join(f'{names.session(s)}:{t}' for s, t in o.sessions) or '(none)'}"]
+            case Relayed():
+                return [f"relayed to worker {o.link}: {'sync' if o.session is None else 'revalidation'}"]
+            case TxnApplied():
+                return [f"applied {show_txn(o.hdr, o.txn, names)}"]
+            case Output():
+                return self.clients.render(o.conn)
+            case _:
+                assert_never(o)

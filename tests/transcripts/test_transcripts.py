@@ -8,6 +8,7 @@ import pytest
 
 from .datadriven import run_file
 from .members import MembersDriver
+from .peers import PeersDriver
 from .pipeline import PipelineDriver
 
 DATA = Path(__file__).parent / "testdata"
@@ -27,3 +28,8 @@ def test_request_pipeline(path: Path) -> None:
 @pytest.mark.parametrize("path", files("member"), ids=lambda p: p.stem)
 def test_member_cores(path: Path) -> None:
     run_file(path, MembersDriver().run)
+
+
+@pytest.mark.parametrize("path", files("peer"), ids=lambda p: p.stem)
+def test_member_lifecycle(path: Path) -> None:
+    run_file(path, PeersDriver().run)
