@@ -70,7 +70,7 @@ def run_file(path: Path, run: Callable[[str], list[str]]) -> None:
     """Run every command of ``path`` through ``run`` and compare (or rewrite) the transcript."""
     text = path.read_text()
     cases = parse(text, str(path))
-    outputs = []
+    outputs: list[list[str]] = []
     for case in cases:
         if not case.command:
             outputs.append([])

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import assert_never
 
 from zkpy.config import LearnerType, QuorumConfig, QuorumServer, ServerConfig
 from zkpy.member import effects as fx
@@ -172,27 +173,33 @@ class MembersDriver:
 
     def _run(self, m: Member, effect: fx.Effect) -> list[str]:
         who = f"{m.sid}:"
-        if isinstance(effect, fx.Send):
-            dest = effect.link if isinstance(m.core, LeadingCore) else self.leader_sid
-            self.members[dest].inbox.append((m.sid, effect.data))
-            return [f"{who} send {m.sid}->{dest} {p}" for p in self._packets(effect)]
-        if isinstance(effect, fx.AppendLog):
-            m.appended += len(effect.zxids)
-            return [f"{who} append-log {' '.join(f'0x{z:x}' for z in effect.zxids)}"]
-        if isinstance(effect, fx.WriteEpoch):
-            m.epochs[effect.name] = effect.value
-            return [f"{who} write {effect.name}={effect.value}"]
-        if isinstance(effect, fx.WriteSnapshot):
-            return [f"{who} write snapshot 0x{effect.tree.last_processed_zxid:x}"]
-        if isinstance(effect, fx.Serving):
-            return [f"{who} serving epoch={effect.epoch} as {m.core.role}"]
-        if isinstance(effect, fx.EndTerm):
-            return [f"{who} end term: {effect.reason}"]
-        if isinstance(effect, fx.CloseLink):
-            return [f"{who} close link {effect.link}: {effect.reason}"]
-        if isinstance(effect, fx.Output):
-            return [f"{who} {line}" for line in self.clients.render(effect.conn)]
-        raise AssertionError(f"the transcript cannot run {effect!r}")
+        match effect:
+            case fx.Send():
+                dest = effect.link if isinstance(m.core, LeadingCore) else self.leader_sid
+                self.members[dest].inbox.append((m.sid, effect.data))
+                return [f"{who} send {m.sid}->{dest} {p}" for p in self._packets(effect)]
+            case fx.AppendLog():
+                m.appended += len(effect.zxids)
+                return [f"{who} append-log {' '.join(f'0x{z:x}' for z in effect.zxids)}"]
+            case fx.WriteEpoch():
+                m.epochs[effect.name] = effect.value
+                return [f"{who} write {effect.name}={effect.value}"]
+            case fx.WriteSnapshot():
+                return [f"{who} write snapshot 0x{effect.tree.last_processed_zxid:x}"]
+            case fx.Serving():
+                return [f"{who} serving epoch={effect.epoch} as {m.core.role}"]
+            case fx.EndTerm():
+                return [f"{who} end term: {effect.reason}"]
+            case fx.CloseLink():
+                return [f"{who} close link {effect.link}: {effect.reason}"]
+            case fx.Output():
+                return [f"{who} {line}" for line in self.clients.render(effect.conn)]
+            case fx.Truncate() | fx.ActivateConfig() | fx.StartWorkers() | fx.PublishApplied() | fx.ToWorker():
+                raise AssertionError(f"these transcripts never run {effect!r} (``peers`` runs whole members)")
+            case fx.PacketIn() | fx.PacketOut() | fx.Proposed() | fx.Logged() | fx.Applied() | fx.SnapshotLoaded():
+                raise AssertionError(f"a trace effect from a core made without trace: {effect!r}")
+            case _:
+                assert_never(effect)
 
     @staticmethod
     def _packets(effect: fx.Send) -> list[str]:

@@ -118,7 +118,7 @@ class PeersDriver:
     # ---- commands
 
     def cmd_peers(self, n: str, *args: str) -> None:
-        opts = dict(a.split("=", 1) if "=" in a else (a, "") for a in args)
+        opts = dict(_option(a) for a in args)
         count = int(n)
         observers = {int(s) for s in opts.get("observers", "").split(",") if s}
         servers = tuple(QuorumServer(sid, f"10.0.0.{sid}", 2888, 3888,  # type: ignore[arg-type]
@@ -490,3 +490,9 @@ class PeersDriver:
 
     def _chosen(self, sids: tuple[str, ...]) -> list[Member]:
         return [self.members[int(s)] for s in sids] if sids else list(self.members.values())
+
+
+def _option(arg: str) -> tuple[str, str]:
+    """``key=value``, or a bare ``key`` (a flag)."""
+    key, _, value = arg.partition("=")
+    return key, value

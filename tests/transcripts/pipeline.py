@@ -210,12 +210,15 @@ class Clients:
             raw = bytes.fromhex(args[0])
             core.receive(conn, INT.pack(len(raw)) + raw)
             return
+        xid: int
+        op: int
+        record: Record | None
         if verb == "ping":
             xid, op, record = Xid.PING, OpCode.PING, None
         elif verb == "auth":
             xid, op, record = Xid.AUTH, OpCode.AUTH, AuthPacket(0, args[0], args[1].encode())
         else:
-            xid, op, record = int(args[0]), *self._record(verb, args[1:])
+            xid, (op, record) = int(args[0]), self._record(verb, args[1:])
         self.views[conn.conn_id].ops[xid] = op
         payload = RequestHeader(xid, op).to_bytes() + (record.to_bytes() if record is not None else b"")
         core.receive(conn, INT.pack(len(payload)) + payload)

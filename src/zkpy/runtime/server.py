@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import assert_never
 
 from zkpy.admin.fourletter import DEFAULT_TRACE_MASK
 from zkpy.admin.http import AdminServer
@@ -30,9 +31,19 @@ from zkpy.runtime.osdisk import OsDisk, describe_error
 from zkpy.runtime.persistence import Persistence
 from zkpy.runtime.snapfork import sum_in_child
 from zkpy.runtime.workers import WorkerPool
+from zkpy.server.connection import Connection
 from zkpy.server.core import ServerCore
 from zkpy.server.leader import LeaderServerCore
-from zkpy.server.outputs import Output, Propose
+from zkpy.server.outputs import (
+    CheckQuorum,
+    Forward,
+    Output,
+    Propose,
+    Relayed,
+    Revalidate,
+    Touches,
+    TxnApplied,
+)
 from zkpy.storage.disk import Disk, FaultPlan
 from zkpy.storage.files import DataDirs, purge
 from zkpy.storage.recovery import Progress, Recovered, recover
@@ -152,8 +163,18 @@ class ZkServer(ServesClients):
         """Write this turn's new txns to the log (their sync starts or waits its turn), then every
         connection's output."""
         self._flush_scheduled = False
-        outputs = self.core.ready()
-        txns = [o for o in outputs if isinstance(o, Propose)]
+        txns: list[Propose] = []
+        conns: list[Connection] = []
+        for o in self.core.ready():
+            match o:
+                case Propose():
+                    txns.append(o)
+                case Output():
+                    conns.append(o.conn)
+                case CheckQuorum() | Forward() | Revalidate() | Touches() | Relayed() | TxnApplied():
+                    raise AssertionError(f"a standalone server's pipeline produced {o!r}")
+                case _:
+                    assert_never(o)
         if txns:
             if self.hub is None:
                 self.persistence.log_txns(txns, self.core.tree)
@@ -162,9 +183,8 @@ class ZkServer(ServesClients):
                 payloads = [encode_payload(p.hdr, p.txn, p.body) for p in txns]
                 self.persistence.log_payloads(zxids, payloads, self.core.tree)
                 self.hub.proposed(zxids, payloads)
-        for o in outputs:
-            if isinstance(o, Output):
-                self.clients.write(o.conn)
+        for conn in conns:
+            self.clients.write(conn)
         if self.workers is not None and self.hub is not None:
             for index, data in self.hub.take():
                 self.workers.send(index, data)
