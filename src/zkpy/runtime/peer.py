@@ -28,19 +28,10 @@ from zkpy.admin.metrics_endpoint import MetricsEndpoint
 from zkpy.admin.tls import quorum_tls
 from zkpy.admin.view import Summary
 from zkpy.config import QuorumConfig, ServerConfig
+from zkpy.member import peer as lifecycle
 from zkpy.member.datadir import recover_data_dir
 from zkpy.member.leading import LeadingCore
-from zkpy.member.peer import (
-    Designate,
-    Elect,
-    PeerCore,
-    PeerEpoch,
-    Reconfigure,
-    Recover,
-    ServeReadOnly,
-    StartTerm,
-    StopReadOnly,
-)
+from zkpy.member.peer import PeerCore
 from zkpy.quorum.verifier import config_string
 from zkpy.runtime.banner import serving_line
 from zkpy.runtime.clientport import ClientPort, ServesClients
@@ -54,7 +45,7 @@ from zkpy.runtime.osdisk import OsDisk
 from zkpy.runtime.persistence import Persistence
 from zkpy.runtime.server import DiskFailure
 from zkpy.runtime.snapfork import sum_in_child
-from zkpy.runtime.term import TermEnded
+from zkpy.runtime.term import TermEnded, TermHost
 from zkpy.server.connection import Connection
 from zkpy.server.core import ServerCore
 from zkpy.server.metrics import ServerMetrics
@@ -92,7 +83,7 @@ class QuorumPeer(ServesClients):
         self.metrics_endpoint = MetricsEndpoint(self)  # metricsProvider.*: /metrics on this loop
         self.election: ElectionService | None = None
         self.term: LeaderTerm | LearnerTerm | None = None  # the running term's shell
-        self._elect: Elect | None = None  # the round the core asked for, not opened yet
+        self._elect: lifecycle.Elect | None = None  # the round the core asked for, not opened yet
         self._flush_scheduled = False
         self._ticker: asyncio.TimerHandle | None = None
 
@@ -265,29 +256,29 @@ class QuorumPeer(ServesClients):
                 match effect:
                     case Output():
                         self.clients.write(effect.conn)
-                    case Recover():
+                    case lifecycle.Recover():
                         self._recover(effect)
-                    case Elect():
+                    case lifecycle.Elect():
                         self._elect = effect  # the run loop opens it
-                    case Designate():
+                    case lifecycle.Designate():
                         assert self.election is not None
                         self.core.decided(self.election.designate(effect.leader, effect.last_zxid))
-                    case StartTerm():
-                        core = effect.term
-                        self.term = LeaderTerm(self, core) if isinstance(core, LeadingCore) else LearnerTerm(self, core)
-                    case ServeReadOnly():
+                    case lifecycle.StartTerm():
+                        core, host = effect.term, self._term_host()
+                        self.term = LeaderTerm(host, core) if isinstance(core, LeadingCore) else LearnerTerm(host, core)
+                    case lifecycle.ServeReadOnly():
                         self.clients.pipeline = effect.pipeline
-                    case StopReadOnly():
+                    case lifecycle.StopReadOnly():
                         self.close_clients()
-                    case Reconfigure():
+                    case lifecycle.Reconfigure():
                         self._reconfigure(effect.quorum)
-                    case PeerEpoch():
+                    case lifecycle.PeerEpoch():
                         assert self.election is not None
                         self.election.update_peer_epoch(effect.epoch)
                     case _:
                         assert_never(effect)
 
-    def _recover(self, effect: Recover) -> None:
+    def _recover(self, effect: lifecycle.Recover) -> None:
         with loading_tree():
             state = recover_data_dir(self.disk, self.dirs, effect.carried, log=log.info, warn=log.warning,
                                      progress=self.recovery_progress, digest_apart=sum_in_child)
@@ -314,6 +305,10 @@ class QuorumPeer(ServesClients):
         self._pump()
 
     # ---- what a term needs of its server (runtime.term.TermHost) ----
+
+    def _term_host(self) -> TermHost:
+        return TermHost(self.config, self.sid, self.quorum, self.disk, self.dirs, self.quorum_tls, self.write_epoch, self.serving, self.uses,
+                        self.disk_failed, self.write_client, self.activate, self.schedule_flush, self.client_ports)
 
     def serving(self, server: ServerCore, role: str, epoch: int) -> None:
         self.clients.pipeline = server

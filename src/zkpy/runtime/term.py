@@ -2,8 +2,8 @@
 operating system (``member.effects`` states the order they keep), the fsync worker's reports,
 the end of the term.
 
-A term shell knows its server only through ``TermHost`` (``runtime.peer.QuorumPeer`` is one),
-so the shells and the peer do not import each other.
+A term shell knows its server only through the ``TermHost`` it is given (``runtime.peer.QuorumPeer``
+makes one per term), so the shells and the peer do not import each other.
 
 With ``serverWorkers`` = N > 1 the core asks for the term's worker processes (`StartWorkers`:
 ``runtime.workers`` spawns N-1 and links them to the core's hub), publishes the applied zxid
@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Protocol, assert_never
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import assert_never
 
 from zkpy.admin.tls import QuorumTls
 from zkpy.config import QuorumConfig, ServerConfig
@@ -38,30 +40,26 @@ class TermEnded(Exception):
     """The current term is over (the reason says why); the peer goes back to election."""
 
 
-class TermHost(Protocol):
-    """What a term shell needs of its server."""
+@dataclass(frozen=True, slots=True)
+class TermHost:
+    """What a term shell is given of its server (``runtime.peer.QuorumPeer`` makes one per term,
+    so that the shells and the peer do not import each other): the config active when the term
+    starts, the data dir, and what the term tells its server."""
 
-    @property
-    def config(self) -> ServerConfig: ...
-    @property
-    def quorum(self) -> QuorumConfig: ...
-    @property
-    def sid(self) -> int: ...
-    @property
-    def disk(self) -> Disk: ...
-    @property
-    def quorum_tls(self) -> QuorumTls | None: ...
-    @property
-    def dirs(self) -> DataDirs: ...
-
-    def write_epoch(self, name: str, value: int) -> None: ...
-    def serving(self, server: ServerCore, role: str, epoch: int) -> None: ...
-    def uses(self, persistence: Persistence | None) -> None: ...
-    def disk_failed(self, exc: BaseException) -> None: ...
-    def write_client(self, conn: Connection) -> None: ...
-    def activate(self, quorum: QuorumConfig) -> None: ...
-    def schedule_flush(self) -> None: ...
-    def client_ports(self) -> tuple[int, int | None]: ...
+    config: ServerConfig
+    sid: int
+    quorum: QuorumConfig  # the config's
+    disk: Disk
+    dirs: DataDirs
+    quorum_tls: QuorumTls | None  # sslQuorum
+    write_epoch: Callable[[str, int], None]  # (name, value): synchronously, as storage.epochs writes it
+    serving: Callable[[ServerCore, str, int], None]  # (pipeline, role, epoch): the term serves
+    uses: Callable[[Persistence | None], None]  # the term's log (mntr reads its fsync figures)
+    disk_failed: Callable[[BaseException], None]  # the log could not be written: fail-stop
+    write_client: Callable[[Connection], None]  # a client connection's output
+    activate: Callable[[QuorumConfig], None]  # a config the term made active
+    schedule_flush: Callable[[], None]  # client input arrived: flush at the end of the loop's turn
+    client_ports: Callable[[], tuple[int, int | None]]  # where the term's workers listen too
 
 
 class Term:

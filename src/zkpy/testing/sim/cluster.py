@@ -229,7 +229,7 @@ class Cluster:
                 continue
             t = node.term
             if not node.alive or node.paused or not isinstance(t, SimLearnerTerm) or not t.serving \
-                    or t.leader_sid != leader.sid or t.ended is not None or t.logging:
+                    or t.core.leader_sid != leader.sid or t.ended is not None or t.logging:
                 return False
             if len(node.history) != len(h) or node.history[-1:] != h[-1:]:
                 return False

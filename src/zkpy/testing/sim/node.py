@@ -22,19 +22,10 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol, assert_never
 
 from zkpy.config import LearnerType, QuorumConfig, QuorumServer, ServerConfig
+from zkpy.member import peer as lifecycle
 from zkpy.member.datadir import recover_data_dir
 from zkpy.member.leading import LeadingCore
-from zkpy.member.peer import (
-    Designate,
-    Elect,
-    PeerCore,
-    PeerEpoch,
-    Reconfigure,
-    Recover,
-    ServeReadOnly,
-    StartTerm,
-    StopReadOnly,
-)
+from zkpy.member.peer import PeerCore
 from zkpy.quorum.dynconfig import config_data, verifier_of
 from zkpy.quorum.election import Decision, Election
 from zkpy.quorum.election import LearnerType as ElectionLearnerType
@@ -268,32 +259,32 @@ class SimNode:
                 match effect:
                     case Output():
                         self.client_output(effect.conn)
-                    case Recover():
+                    case lifecycle.Recover():
                         self._recover(core, effect)
-                    case Elect():
+                    case lifecycle.Elect():
                         self._elect(effect)
-                    case Designate():
+                    case lifecycle.Designate():
                         assert self.election is not None
                         self.c.trace_event(self.sid, "designated", effect.leader)
                         self._decided(self.election.designate(effect.leader, effect.last_zxid))
-                    case StartTerm():
+                    case lifecycle.PeerEpoch():
+                        assert self.election is not None
+                        self.election.update_peer_epoch(effect.epoch)
+                    case lifecycle.Reconfigure():
+                        self._reconfigure(effect.quorum)
+                    case lifecycle.StartTerm():
                         self._start_term(effect)
-                    case ServeReadOnly():
+                    case lifecycle.ServeReadOnly():
                         self.c.stats["read_only_served"] += 1
                         self.c.trace_event(self.sid, "read-only service",
                                            hex(effect.pipeline.tree.last_processed_zxid))
-                    case StopReadOnly():
+                    case lifecycle.StopReadOnly():
                         self.c.trace_event(self.sid, "read-only service ended", None)
                         self.close_clients()
-                    case Reconfigure():
-                        self._reconfigure(effect.quorum)
-                    case PeerEpoch():
-                        assert self.election is not None
-                        self.election.update_peer_epoch(effect.epoch)
                     case _:
                         assert_never(effect)
 
-    def _recover(self, core: PeerCore, effect: Recover) -> None:
+    def _recover(self, core: PeerCore, effect: lifecycle.Recover) -> None:
         """``member.datadir`` over the simulated disk; the history and the checker follow it."""
         state = recover_data_dir(self.disk, self.dirs, effect.carried)
         if state.recovered is None:
@@ -338,7 +329,7 @@ class SimNode:
                 history.extend(e.hdr.zxid for e in scan.entries if e.hdr.zxid <= end)
         return history
 
-    def _elect(self, effect: Elect) -> None:
+    def _elect(self, effect: lifecycle.Elect) -> None:
         last, epoch = effect.last_zxid, effect.current_epoch
         if self.election is None:
             assert self.core is not None
@@ -358,7 +349,7 @@ class SimNode:
         self._time()
         self.core.decided(decision)
 
-    def _start_term(self, effect: StartTerm) -> None:
+    def _start_term(self, effect: lifecycle.StartTerm) -> None:
         self.term_seq += 1
         core = effect.term
         term: SimLeaderTerm | SimLearnerTerm

@@ -486,8 +486,6 @@ class SimLeaderTerm(_Term):
 class SimLearnerTerm(_Term):
     def __init__(self, node: Peer, core: LearningCore) -> None:
         super().__init__(node)
-        self.role = core.role
-        self.leader_sid = core.leader_sid
         self.core: LearningCore = core
         self.conn: QConn | None = None
 
@@ -500,7 +498,7 @@ class SimLearnerTerm(_Term):
         return self.core.served
 
     def start(self) -> None:
-        self.c.net.connect(self.sid, self.leader_sid, self)
+        self.c.net.connect(self.sid, self.core.leader_sid, self)
 
     def on_connect_failed(self) -> None:
         """A try to connect to the leader failed: the core says whether to try again."""
@@ -509,13 +507,13 @@ class SimLearnerTerm(_Term):
         self._time()
         delay = self.core.connect_failed()
         if delay is None:
-            self.end(f"could not connect to leader {self.leader_sid}")
+            self.end(f"could not connect to leader {self.core.leader_sid}")
             return
         self.node.post(delay, self._retry)
 
     def _retry(self) -> None:
         if self.current():
-            self.c.net.connect(self.sid, self.leader_sid, self)
+            self.c.net.connect(self.sid, self.core.leader_sid, self)
 
     def on_connected(self, conn: QConn) -> None:
         if not self.current():
@@ -553,7 +551,7 @@ class SimLearnerTerm(_Term):
         self.pump()
 
     def _peer(self, link: int) -> int:
-        return self.leader_sid
+        return self.core.leader_sid
 
     def _snapshot_loaded(self, effect: fx.SnapshotLoaded) -> None:
         assert self.conn is not None
@@ -596,7 +594,7 @@ class SimLearnerTerm(_Term):
         self.c.checker.on_tree(node, self.tree)
         if node.observer:
             self.c.stats["observer_serving"] += 1
-        self.c.trace_event(self.sid, "serving", (epoch, self.leader_sid))
+        self.c.trace_event(self.sid, "serving", (epoch, self.core.leader_sid))
         self.c.checker.on_serve(node, epoch, node.history)
         super()._serving(epoch)
 
