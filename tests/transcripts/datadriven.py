@@ -85,3 +85,16 @@ def run_file(path: Path, run: Callable[[str], list[str]]) -> None:
         return
     assert actual.splitlines() == text.splitlines(), (
         f"{path.name}: the transcript changed (rerun with {REWRITE}=1 to rewrite it, then review the diff)")
+
+
+class Driver:
+    """A transcript driver: ``run(command)`` calls the driver's ``cmd_<verb>`` (a dash in the
+    verb becomes an underscore) with the command's other words, and returns its lines."""
+
+    def run(self, command: str) -> list[str]:
+        verb, *args = command.split()
+        handler = getattr(self, "cmd_" + verb.replace("-", "_"), None)
+        if handler is None:
+            raise ValueError(f"unknown command {verb!r}")
+        lines: list[str] = handler(*args) or []
+        return lines

@@ -34,6 +34,7 @@ from zkpy.quorum.verifier import QuorumMaj, config_string
 from zkpy.tree.datatree import DataTree
 from zkpy.wire.quorum import PacketType, QuorumPacket, QuorumPacketReader
 
+from .datadriven import Driver
 from .pipeline import CLIENT_VERBS, START_MS, WALL_MS, Clients, Names
 
 TICK_MS = 100
@@ -48,7 +49,7 @@ class Member:
     epochs: dict[str, int] = field(default_factory=dict)
 
 
-class MembersDriver:
+class MembersDriver(Driver):
     def __init__(self) -> None:
         self.names = Names()
         self.clients = Clients(self.names)
@@ -56,13 +57,6 @@ class MembersDriver:
         self.members: dict[int, Member] = {}
         self.leader_sid = 0
         self.started = False
-
-    def run(self, command: str) -> list[str]:
-        verb, *args = command.split()
-        handler = getattr(self, "cmd_" + verb.replace("-", "_"), None)
-        if handler is None:
-            raise ValueError(f"unknown command {verb!r}")
-        return handler(*args) or []
 
     # ---- commands
 

@@ -68,6 +68,7 @@ from zkpy.testing.sim.disk import SimDisk, SimLog
 from zkpy.tree.acl import digest_id
 from zkpy.wire.quorum import ServerState
 
+from .datadriven import Driver
 from .pipeline import CLIENT_VERBS, START_MS, WALL_MS, Clients, Names
 
 TICK_MS = 100
@@ -98,7 +99,7 @@ class Member:
     outbox: deque[tuple[int, Any]] = field(default_factory=deque)  # election notifications: (to, notification)
 
 
-class PeersDriver:
+class PeersDriver(Driver):
     def __init__(self) -> None:
         self.names = Names()
         self.clients = Clients(self.names)
@@ -107,13 +108,6 @@ class PeersDriver:
         self.held: set[int] = set()  # members whose incoming bytes wait
         self.stalled: set[int] = set()  # members whose fsyncs wait
         self.rng = random.Random(0)
-
-    def run(self, command: str) -> list[str]:
-        verb, *args = command.split()
-        handler = getattr(self, "cmd_" + verb.replace("-", "_"), None)
-        if handler is None:
-            raise ValueError(f"unknown command {verb!r}")
-        return handler(*args) or []
 
     # ---- commands
 

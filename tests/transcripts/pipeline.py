@@ -39,21 +39,11 @@ from typing import Any, assert_never
 
 from zkpy.config import LearnerType, QuorumConfig, QuorumServer, ServerConfig
 from zkpy.errors import Code
+from zkpy.server import outputs as out
 from zkpy.server.connection import Connection
 from zkpy.server.core import ServerCore
 from zkpy.server.leader import LeaderServerCore
 from zkpy.server.learner import LearnerServerCore
-from zkpy.server.outputs import (
-    CheckQuorum,
-    Forward,
-    Output,
-    Propose,
-    Relayed,
-    Revalidate,
-    ServerOutput,
-    Touches,
-    TxnApplied,
-)
 from zkpy.server.read_only import ReadOnlyServerCore
 from zkpy.server.sessions import session_password
 from zkpy.storage.txnlog import describe_txn
@@ -82,6 +72,8 @@ from zkpy.wire.proto import (
     SyncResponse,
     WatcherEvent,
 )
+
+from .datadriven import Driver
 
 OPEN = [ACL(31, Id("world", "anyone"))]
 START_MS = 1_000_000
@@ -265,7 +257,7 @@ CLIENT_VERBS = frozenset({"create", "get", "exists", "children", "set", "delete"
                           "close", "garbage", "drop"})
 
 
-class PipelineDriver:
+class PipelineDriver(Driver):
     def __init__(self) -> None:
         self.names = Names()
         self.now = START_MS
@@ -273,7 +265,7 @@ class PipelineDriver:
         self.leader: LeaderServerCore | None = None  # a learner's leader
         self.clients = Clients(self.names)
         self.handed = 0  # txns handed over by ready() and not persisted
-        self.forwarded: list[Forward] = []
+        self.forwarded: list[out.Forward] = []
         self.remote_sessions: dict[str, int] = {}  # another server's clients' sessions, by name
         self.remotes = 0
 
@@ -302,10 +294,7 @@ class PipelineDriver:
             self.clients.request(verb, *args)
             pre: list[str] = []
         else:
-            handler = getattr(self, "cmd_" + verb.replace("-", "_"), None)
-            if handler is None:
-                raise ValueError(f"unknown command {verb!r}")
-            pre = handler(*args) or []
+            pre = super().run(command)
         return pre + self.ready()
 
     def cmd_server(self, *args: str) -> None:
@@ -338,7 +327,7 @@ class PipelineDriver:
             if f.op != OpCode.SYNC:
                 leader.learner_request(f.session, f.cxid, f.op, f.body, f.auth)
         self.forwarded.clear()
-        txns = [o for o in leader.ready() if isinstance(o, Propose)]
+        txns = [o for o in leader.ready() if isinstance(o, out.Propose)]
         leader.apply_persisted(len(txns))
         lines = []
         for t in txns:
@@ -373,26 +362,26 @@ class PipelineDriver:
     def ready(self) -> list[str]:
         return [line for o in self.core.ready() for line in self.show(o)]
 
-    def show(self, o: ServerOutput) -> list[str]:
+    def show(self, o: out.ServerOutput) -> list[str]:
         names = self.names
         match o:
-            case Propose():
+            case out.Propose():
                 self.handed += 1
                 return [f"propose {show_txn(o.hdr, o.txn, names)}"]
-            case Forward():
+            case out.Forward():
                 self.forwarded.append(o)
                 return [f"forward session={names.session(o.session)} cxid={o.cxid} {OpCode(o.op).name}"]
-            case Revalidate():
+            case out.Revalidate():
                 return [f"revalidate session={names.session(o.session)} timeout={o.timeout_ms}"]
-            case CheckQuorum():
+            case out.CheckQuorum():
                 return [f"check-quorum token={o.token}"]
-            case Touches():
+            case out.Touches():
                 return [f"touches {' '.join(f'{names.session(s)}:{t}' for s, t in o.sessions) or '(none)'}"]
-            case Relayed():
+            case out.Relayed():
                 return [f"relayed to worker {o.link}: {'sync' if o.session is None else 'revalidation'}"]
-            case TxnApplied():
+            case out.TxnApplied():
                 return [f"applied {show_txn(o.hdr, o.txn, names)}"]
-            case Output():
+            case out.Output():
                 return self.clients.render(o.conn)
             case _:
                 assert_never(o)

@@ -38,17 +38,8 @@ from zkpy.config import LearnerType, QuorumConfig, ServerConfig
 from zkpy.quorum.dynconfig import activation, config_data, verifier_of
 from zkpy.quorum.election import Decision
 from zkpy.quorum.verifier import QuorumVerifier, quorum_verifier
+from zkpy.server import outputs as out
 from zkpy.server.metrics import ServerMetrics
-from zkpy.server.outputs import (
-    CheckQuorum,
-    Forward,
-    Output,
-    Propose,
-    Relayed,
-    Revalidate,
-    Touches,
-    TxnApplied,
-)
 from zkpy.server.read_only import ReadOnlyServerCore
 from zkpy.tree.datatree import DataTree
 
@@ -125,7 +116,7 @@ class PeerEpoch:
     epoch: int
 
 
-PeerEffect = Recover | Elect | Designate | StartTerm | ServeReadOnly | StopReadOnly | Reconfigure | PeerEpoch | Output
+PeerEffect = Recover | Elect | Designate | StartTerm | ServeReadOnly | StopReadOnly | Reconfigure | PeerEpoch | out.Output
 
 
 # ---- the core
@@ -309,14 +300,15 @@ class PeerCore:
         if self.read_only is not None:
             for o in self.read_only.ready():
                 match o:
-                    case Output():
+                    case out.Output():
                         self._effects.append(o)
-                    case Propose() | Forward() | Revalidate() | CheckQuorum() | Touches() | Relayed() | TxnApplied():
+                    case (out.Propose() | out.Forward() | out.Revalidate() | out.CheckQuorum() | out.Touches()
+                          | out.Relayed() | out.TxnApplied()):
                         raise AssertionError(f"the read-only pipeline produced {o!r}")
                     case _:
                         assert_never(o)
-        out, self._effects = self._effects, []
-        return out
+        effects, self._effects = self._effects, []
+        return effects
 
     # ---- inside
 

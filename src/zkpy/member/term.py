@@ -16,20 +16,11 @@ from collections.abc import Callable, Sequence
 from typing import assert_never
 
 from zkpy.config import ServerConfig
+from zkpy.server import outputs as out
 from zkpy.server.core import ServerCore
 from zkpy.server.leader import LeaderServerCore
 from zkpy.server.learner import LearnerServerCore
 from zkpy.server.metrics import ServerMetrics
-from zkpy.server.outputs import (
-    CheckQuorum,
-    Forward,
-    Output,
-    Propose,
-    Relayed,
-    Revalidate,
-    Touches,
-    TxnApplied,
-)
 from zkpy.storage.txnlog import encode_payload
 from zkpy.tree.datatree import DataTree
 from zkpy.wire.quorum import QuorumPacket
@@ -48,7 +39,7 @@ from .effects import (
 from .workers import WorkerHub
 
 Log = Callable[[str], None]
-ZabOutput = Propose | CheckQuorum | Forward | Revalidate | Touches  # the pipeline's outputs for the Zab core
+ZabOutput = out.Propose | out.CheckQuorum | out.Forward | out.Revalidate | out.Touches  # the pipeline's outputs for the Zab core
 
 
 class TermCore:
@@ -109,7 +100,7 @@ class TermCore:
         at a barrier; call again after running it. What the serving pipeline produced since
         the last call (client input included) is taken here: its proposals, requests for the
         leader and quorum checks go to the Zab core, its client connections to write become
-        `Output` effects."""
+        `out.Output` effects."""
         while self._drain() and self._take_pipeline():
             pass
         self._flush_sends()
@@ -139,14 +130,14 @@ class TermCore:
         to_zab: list[ZabOutput] = []
         for o in pipeline.ready():
             match o:
-                case Output():
+                case out.Output():
                     self._effects.append(o)
-                case Propose() | CheckQuorum() | Forward() | Revalidate() | Touches():
+                case out.Propose() | out.CheckQuorum() | out.Forward() | out.Revalidate() | out.Touches():
                     to_zab.append(o)
-                case Relayed():
+                case out.Relayed():
                     if self.workers is not None:
                         self.workers.relayed(o.link, o.session, o.valid)
-                case TxnApplied():
+                case out.TxnApplied():
                     self._effects.append(Applied(o.hdr.zxid, encode_payload(o.hdr, o.txn), o.hdr, o.digest))
                 case _:
                     assert_never(o)

@@ -45,19 +45,10 @@ from typing import assert_never
 
 from zkpy.config import ServerConfig
 from zkpy.errors import ProtocolError
+from zkpy.server import outputs as out
 from zkpy.server.connection import Connection
 from zkpy.server.leader import LeaderServerCore
 from zkpy.server.learner import LearnerServerCore
-from zkpy.server.outputs import (
-    CheckQuorum,
-    Forward,
-    Output,
-    Propose,
-    Relayed,
-    Revalidate,
-    Touches,
-    TxnApplied,
-)
 from zkpy.storage.snapshot import parse_snapshot_stream, snapshot_stream
 from zkpy.storage.txnlog import decode_payload
 from zkpy.wire.consts import OpCode
@@ -132,7 +123,7 @@ class WorkerHub:
         return len(self._links)
 
     def proposed(self, zxids: Iterable[int], payloads: Iterable[bytes]) -> None:
-        """The pipeline handed these txns over (its `Propose` outputs, serialized once for the log
+        """The pipeline handed these txns over (its `out.Propose` outputs, serialized once for the log
         and the link: ``storage.txnlog.encode_payload``), in zxid order."""
         for zxid, payload in zip(zxids, payloads, strict=True):
             if zxid > self._last_proposed:
@@ -205,7 +196,7 @@ class WorkerHub:
                 state.out.append(_packet(PacketType.SYNC, -1, b""))
 
     def relayed(self, link: int, session: int | None, valid: bool) -> None:
-        """A learner pipeline's `Relayed` output: the leader's answer for worker ``link``."""
+        """A learner pipeline's `out.Relayed` output: the leader's answer for worker ``link``."""
         self._relayed.append((link, session, valid))
 
     def take(self) -> list[tuple[int, bytes]]:
@@ -236,7 +227,7 @@ class WorkerFeed:
     Packets from the member then drive it (INFORM: ``apply_committed``; SYNC: ``sync_done``;
     REVALIDATE: ``revalidated``). Before client input reaches the pipeline, ``before_input``
     gives it the zxid the member had applied by then (its ``read_barrier``). ``ready()`` turns
-    the pipeline's outputs into packets for the member and hands back its client `Output`s."""
+    the pipeline's outputs into packets for the member and hands back its client `out.Output`s."""
 
     def __init__(self, config: ServerConfig, index: int, count: int, now_ms: int, wall_ms: int,
                  log: Callable[[str], None] = lambda _m: None) -> None:
@@ -304,19 +295,19 @@ class WorkerFeed:
         if self.pipeline is not None:
             for o in self.pipeline.ready():
                 match o:
-                    case Output():
+                    case out.Output():
                         conns.append(o.conn)
-                    case Forward():
+                    case out.Forward():
                         self._out.append(QuorumPacket(PacketType.REQUEST, -1, _REQUEST_HEAD.pack(
                             o.session, o.cxid, o.op) + o.body, list(o.auth)).to_bytes())
-                    case Revalidate():
+                    case out.Revalidate():
                         self._out.append(_packet(PacketType.REVALIDATE, -1,
                                                  _REVALIDATE_REQ.pack(o.session, o.timeout_ms)))
-                    case Touches():
+                    case out.Touches():
                         if o.sessions:
                             self._out.append(_packet(PacketType.PING, -1,
                                                      b"".join(_TOUCH.pack(s, t) for s, t in o.sessions)))
-                    case Propose() | CheckQuorum() | Relayed() | TxnApplied():
+                    case out.Propose() | out.CheckQuorum() | out.Relayed() | out.TxnApplied():
                         raise AssertionError(f"a worker's pipeline produced {o!r}")
                     case _:
                         assert_never(o)

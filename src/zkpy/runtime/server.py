@@ -31,19 +31,10 @@ from zkpy.runtime.osdisk import OsDisk, describe_error
 from zkpy.runtime.persistence import Persistence
 from zkpy.runtime.snapfork import sum_in_child
 from zkpy.runtime.workers import WorkerPool
+from zkpy.server import outputs as out
 from zkpy.server.connection import Connection
 from zkpy.server.core import ServerCore
 from zkpy.server.leader import LeaderServerCore
-from zkpy.server.outputs import (
-    CheckQuorum,
-    Forward,
-    Output,
-    Propose,
-    Relayed,
-    Revalidate,
-    Touches,
-    TxnApplied,
-)
 from zkpy.storage.disk import Disk, FaultPlan
 from zkpy.storage.files import DataDirs, purge
 from zkpy.storage.recovery import Progress, Recovered, recover
@@ -163,15 +154,15 @@ class ZkServer(ServesClients):
         """Write this turn's new txns to the log (their sync starts or waits its turn), then every
         connection's output."""
         self._flush_scheduled = False
-        txns: list[Propose] = []
+        txns: list[out.Propose] = []
         conns: list[Connection] = []
         for o in self.core.ready():
             match o:
-                case Propose():
+                case out.Propose():
                     txns.append(o)
-                case Output():
+                case out.Output():
                     conns.append(o.conn)
-                case CheckQuorum() | Forward() | Revalidate() | Touches() | Relayed() | TxnApplied():
+                case out.CheckQuorum() | out.Forward() | out.Revalidate() | out.Touches() | out.Relayed() | out.TxnApplied():
                     raise AssertionError(f"a standalone server's pipeline produced {o!r}")
                 case _:
                     assert_never(o)

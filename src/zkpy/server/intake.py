@@ -206,21 +206,18 @@ class Intake:
             return
         sid = req.sessionId
         if self.local is not None and self.local.is_live(sid):  # a local session back on its member
-            if req.passwd != session_password(sid):
-                self._refuse_session(conn, sid)
-                return
-            self._take_over_session(conn, sid)
-            self.local.touch(sid, self.now_ms, timeout)
-            conn.session_id = sid
-            self._established(conn)
-            return
-        if self._session_moved(conn, sid, req.passwd, timeout):
-            return
-        if not self.sessions.is_live(sid) or req.passwd != session_password(sid):
+            self._resume(conn, sid, req.passwd, timeout, self.local.tracker)
+        elif not self._session_moved(conn, sid, req.passwd, timeout):
+            self._resume(conn, sid, req.passwd, timeout, self.sessions if self.sessions.is_live(sid) else None)
+
+    def _resume(self, conn: Connection, sid: int, passwd: bytes | None, timeout: int,
+                tracker: SessionTracker | None) -> None:
+        """``conn`` resumes session ``sid``, which ``tracker`` keeps alive here (None: no one does)."""
+        if tracker is None or passwd != session_password(sid):
             self._refuse_session(conn, sid)
             return
         self._take_over_session(conn, sid)
-        self.sessions.touch(sid, self.now_ms, timeout)
+        tracker.touch(sid, self.now_ms, timeout)
         conn.session_id = sid
         self._established(conn)
 
