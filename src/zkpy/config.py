@@ -229,6 +229,12 @@ class ServerConfig:
     server_workers: int = 1  # serverWorkers (zkpy's own key; "auto": the CPUs this process may run on)
 
     @property
+    def tick_interval_ms(self) -> int:
+        """How often a server process runs its cores' timers: a quarter of tickTime, between 10
+        and 100 ms (the runtime's timers and the simulator's alike)."""
+        return max(10, min(100, self.tick_ms // 4))
+
+    @property
     def min_session_timeout(self) -> int:
         return self.min_session_timeout_ms if self.min_session_timeout_ms >= 0 else 2 * self.tick_ms
 

@@ -292,12 +292,17 @@ def test_zookeeper_3911_quorum_crashes_right_after_acking_newleader() -> None:
 # ---------------------------------------------------------------- zkpy's bugs the simulator found
 
 
-def _expire_while_losing_quorum(config: SimConfig, wait_ms: int) -> Script:
-    """Server 3 leads a session nobody touches; ``wait_ms`` later it is cut off from its
-    followers; the session's expiry may fall in the very tick in which it notices that it lost
-    its quorum."""
-    s = Script(config=dataclasses.replace(config, tick_ms=100, session_timeout_ms=600))
+def _expire_while_losing_quorum(config: SimConfig, offset_ms: int, wait_ms: int) -> Script | None:
+    """Server 3 starts ``offset_ms`` after the others (its timers tick at another phase), leads a
+    session nobody touches, and ``wait_ms`` later is cut off from its followers; the session's
+    expiry may fall in the very tick in which it notices that it lost its quorum. None if
+    server 3 does not lead."""
+    s = Script(config=dataclasses.replace(config, tick_ms=100, session_timeout_ms=600), start=(1, 2))
+    s.run(offset_ms)
+    s.c.start(3)
     s.converge()
+    if not s.leading(3):
+        return None
     s.open_session(3)
     s.run(wait_ms)
     s.c.partition([3], [1, 2], notify_p=0)  # only the timeouts tell
@@ -305,11 +310,12 @@ def _expire_while_losing_quorum(config: SimConfig, wait_ms: int) -> Script:
     return s
 
 
-def _expiry_in_the_failing_tick() -> int:
-    for wait_ms in range(0, 400, 5):
-        s = _expire_while_losing_quorum(SCRIPT, wait_ms)
-        if s.c.stats["expiry_as_leader_stops"]:
-            return wait_ms
+def _expiry_in_the_failing_tick() -> tuple[int, int]:
+    for offset_ms in range(0, 25):
+        for wait_ms in range(0, 400, 10):
+            s = _expire_while_losing_quorum(SCRIPT, offset_ms, wait_ms)
+            if s is not None and s.c.stats["expiry_as_leader_stops"]:
+                return offset_ms, wait_ms
     raise AssertionError("no schedule makes the session expiry and the loss of quorum meet")
 
 
@@ -321,9 +327,9 @@ def test_a_session_expiring_as_the_leader_loses_its_quorum_ends_the_term() -> No
     offers one: it takes the pipeline's proposals only after the Zab core's actions ran, and
     none once the term ended. The expiry stays unproposed; the term ends; the next leader
     expires the session."""
-    wait_ms = _expiry_in_the_failing_tick()
-    s = _expire_while_losing_quorum(SCRIPT, wait_ms)
-    assert not s.leading(3)
+    offset_ms, wait_ms = _expiry_in_the_failing_tick()
+    s = _expire_while_losing_quorum(SCRIPT, offset_ms, wait_ms)
+    assert s is not None and not s.leading(3)
     s.c.heal()
     s.final()
 

@@ -67,6 +67,7 @@ from .verifier import QuorumVerifier
 FINALIZE_WAIT_MS = 200  # FastLeaderElection.finalizeWait
 MIN_NOTIFICATION_INTERVAL_MS = FINALIZE_WAIT_MS  # zookeeper.fastleader.minNotificationInterval default
 MAX_NOTIFICATION_INTERVAL_MS = 60_000  # zookeeper.fastleader.maxNotificationInterval default
+TICK_MS = 50  # how often a shell ticks an open round (its finalize wait and resends run on ticks)
 NO_SID = -(2**63)  # Long.MIN_VALUE: the sid, zxid and epoch a non-candidate proposes
 
 

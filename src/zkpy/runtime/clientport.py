@@ -28,7 +28,6 @@ import asyncio
 import itertools
 import logging
 import ssl
-import time
 from collections.abc import Callable
 from typing import cast
 
@@ -37,6 +36,7 @@ from zkpy.admin.fourletter import answer as answer_four_letter_word
 from zkpy.admin.view import ServerView
 from zkpy.config import ServerConfig
 from zkpy.ratelimit import LogLimiter
+from zkpy.runtime.clock import now_ms, wall_ms
 from zkpy.runtime.tlsconn import TlsConnection, looks_like_tls
 from zkpy.server.connection import (
     MAX_OUTSTANDING,
@@ -52,14 +52,6 @@ log = logging.getLogger("zkpy.server")
 MAX_OUTSTANDING_PER_CONNECTION = MAX_OUTSTANDING  # requests in flight per connection (server.connection)
 SESSIONLESS_CNXN_TIMEOUT_MS = 10_000  # close a connection without a ConnectRequest after this (as ZooKeeper)
 LISTEN_BACKLOG = 1024  # reported by the conf four-letter word
-
-
-def now_ms() -> int:
-    return int(time.monotonic() * 1000)
-
-
-def wall_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class ClientProtocol(asyncio.Protocol):

@@ -1,6 +1,6 @@
 """The shell's clocks, the one place the server's processes read time: monotonic milliseconds
-for timeouts, wall milliseconds for txn times and ``cons``; and how often a process ticks its
-cores (``tick_interval_s``)."""
+for timeouts, wall milliseconds for txn times and ``cons``. How often a process runs its cores'
+timers is its config's (``ServerConfig.tick_interval_ms``)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,3 @@ def now_ms() -> int:
 def wall_ms() -> int:
     """Milliseconds since the epoch (txn times, stats, ``cons``)."""
     return int(time.time() * 1000)
-
-
-def tick_interval_s(tick_ms: int) -> float:
-    """How often a server process runs its cores' timers: a quarter of tickTime, between 10 and 100 ms."""
-    return max(10, min(100, tick_ms // 4)) / 1000

@@ -30,7 +30,7 @@ Invariants and the 3.8 behaviour they follow:
 - Notifications to myself never reach the network (the core loops them back itself; a Send
   addressed to me is looped back here too). Notifications that arrive before the first round are
   kept, the newest RECV_CAPACITY of them, and handed to the core when the round opens.
-- While a round is open the core is ticked every TICK_INTERVAL_MS; between rounds it answers
+- While a round is open the core is ticked every ``quorum.election.TICK_MS``; between rounds it answers
   LOOKING peers with its current vote as notifications arrive.
 """
 
@@ -41,7 +41,6 @@ import contextlib
 import itertools
 import logging
 import socket
-import time
 from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -50,9 +49,11 @@ from zkpy.admin.tls import QuorumTls
 from zkpy.config import LearnerType as ConfigLearnerType
 from zkpy.config import QuorumConfig, QuorumServer, ServerConfig
 from zkpy.errors import ProtocolError
+from zkpy.quorum.election import TICK_MS as ELECTION_TICK_MS
 from zkpy.quorum.election import Decision, Election, ElectionError, LearnerType
 from zkpy.quorum.verifier import address_string, config_string, quorum_verifier
 from zkpy.ratelimit import LogLimiter
+from zkpy.runtime.clock import now_ms
 from zkpy.runtime.quorum_auth import QuorumAuthError, authenticate_to, check_peer
 from zkpy.wire.quorum import (
     PROTOCOL_VERSION_V1,
@@ -73,12 +74,7 @@ log = logging.getLogger("zkpy.election")
 SEND_CAPACITY = 1  # QuorumCnxManager.SEND_CAPACITY: notifications queued per peer
 RECV_CAPACITY = 100  # QuorumCnxManager.RECV_CAPACITY: notifications held before the first round
 DEFAULT_CNX_TIMEOUT_MS = 5000  # QuorumCnxManager.cnxTO (zookeeper.cnxTimeout)
-TICK_INTERVAL_MS = 50  # how often an open round's timers are checked
 _HANDSHAKE_HEAD = 20  # protocolVersion, sid, address length
-
-
-def _now_ms() -> int:
-    return int(time.monotonic() * 1000)
 
 
 class _Link:
@@ -180,7 +176,7 @@ class ElectionService:
             return await decision
         log.info("%d is LOOKING: zxid 0x%x, epoch %d, round %d", self.sid, last_zxid, current_epoch,
                  self._election.logical_clock + 1)
-        self._election.start(_now_ms(), last_zxid=last_zxid, current_epoch=current_epoch)
+        self._election.start(now_ms(), last_zxid=last_zxid, current_epoch=current_epoch)
         self._started = True
         self._round_open.set()
         self._pump()
@@ -249,7 +245,7 @@ class ElectionService:
         if not self._started:
             self._early.append((sid, n))
             return
-        self._election.step(sid, n, _now_ms())
+        self._election.step(sid, n, now_ms())
         self._pump()
 
     def _pump(self) -> None:
@@ -278,9 +274,9 @@ class ElectionService:
     async def _tick_loop(self) -> None:
         while True:
             await self._round_open.wait()
-            await asyncio.sleep(TICK_INTERVAL_MS / 1000)
+            await asyncio.sleep(ELECTION_TICK_MS / 1000)
             if self._round_open.is_set():
-                self._election.tick(_now_ms())
+                self._election.tick(now_ms())
                 self._pump()
 
     # ------------------------------------------------------------------ sending and connecting
@@ -353,7 +349,7 @@ class ElectionService:
     def _log_peer(self, write: Callable[[str], None], kind: str, peer: object, message: str) -> None:
         """Log a line that a peer (a server id, or a remote address) can make us repeat, rate-limited
         per kind and peer (``zkpy.ratelimit``)."""
-        self._log_limiter.log(write, kind, peer, _now_ms(), message)
+        self._log_limiter.log(write, kind, peer, now_ms(), message)
 
     # ------------------------------------------------------------------ accepting
 

@@ -21,7 +21,7 @@ from zkpy.member.history import History
 from zkpy.member.leading import LeadingCore
 from zkpy.member.quorum_auth import QuorumAuthServer, Verdict
 from zkpy.ratelimit import LogLimiter
-from zkpy.runtime.clock import now_ms, tick_interval_s
+from zkpy.runtime.clock import now_ms
 from zkpy.runtime.quorum_auth import new_auth_server
 from zkpy.runtime.term import Term, TermHost, log
 
@@ -156,4 +156,4 @@ class LeaderTerm(Term):
         self.core.tick()
         self.pump()
         loop = asyncio.get_running_loop()
-        self._ticker = loop.call_later(tick_interval_s(self.host.config.tick_ms), self._tick)
+        self._ticker = loop.call_later(self.host.config.tick_interval_ms / 1000, self._tick)

@@ -12,7 +12,6 @@ from zkpy.member import effects as fx
 from zkpy.member.datadir import truncate_data_dir
 from zkpy.member.history import History
 from zkpy.member.learning import LearningCore
-from zkpy.runtime.clock import tick_interval_s
 from zkpy.runtime.persistence import Persistence
 from zkpy.runtime.quorum_auth import QuorumAuthError, authenticate_to
 from zkpy.runtime.term import Term, TermEnded, TermHost, log
@@ -142,4 +141,4 @@ class LearnerTerm(Term):
         self.core.tick()
         self.pump()
         loop = asyncio.get_running_loop()
-        self._ticker = loop.call_later(tick_interval_s(self.host.config.tick_ms), self._tick)
+        self._ticker = loop.call_later(self.host.config.tick_interval_ms / 1000, self._tick)

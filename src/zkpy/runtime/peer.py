@@ -35,7 +35,7 @@ from zkpy.member.peer import PeerCore
 from zkpy.quorum.verifier import config_string
 from zkpy.runtime.banner import serving_line
 from zkpy.runtime.clientport import ClientPort, ServesClients
-from zkpy.runtime.clock import now_ms, tick_interval_s, wall_ms
+from zkpy.runtime.clock import now_ms, wall_ms
 from zkpy.runtime.dynfiles import write_dynamic_config
 from zkpy.runtime.election_net import ElectionService
 from zkpy.runtime.gcpolicy import loading_tree
@@ -242,7 +242,7 @@ class QuorumPeer(ServesClients):
         self.core.tick()
         self._pump()
         assert self.loop is not None
-        self._ticker = self.loop.call_later(tick_interval_s(self.config.tick_ms), self._tick)
+        self._ticker = self.loop.call_later(self.config.tick_interval_ms / 1000, self._tick)
 
     def _time(self) -> None:
         self.core.set_time(now_ms(), wall_ms())

@@ -25,7 +25,8 @@ from zkpy.admin.view import Summary
 from zkpy.config import ServerConfig
 from zkpy.member.workers import WorkerHub
 from zkpy.runtime.banner import serving_line
-from zkpy.runtime.clientport import ClientPort, ServesClients, now_ms, wall_ms
+from zkpy.runtime.clientport import ClientPort, ServesClients
+from zkpy.runtime.clock import now_ms, wall_ms
 from zkpy.runtime.gcpolicy import loading_tree
 from zkpy.runtime.osdisk import OsDisk, describe_error
 from zkpy.runtime.persistence import Persistence
@@ -131,12 +132,9 @@ class ZkServer(ServesClients):
         self.loop.run_in_executor(None, purge, self.disk, self.dirs, retain, log.info)
         self._purger = self.loop.call_later(self.config.autopurge_purge_interval_h * 3600, self._autopurge)
 
-    def _tick_interval(self) -> float:
-        return max(10, min(100, self.config.tick_ms // 4)) / 1000
-
     def _schedule_tick(self) -> None:
         assert self.loop is not None
-        self._ticker = self.loop.call_later(self._tick_interval(), self._tick)
+        self._ticker = self.loop.call_later(self.config.tick_interval_ms / 1000, self._tick)
 
     def _tick(self) -> None:
         self.core.set_time(now_ms(), wall_ms())

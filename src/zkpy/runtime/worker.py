@@ -39,7 +39,7 @@ from zkpy.config import ServerConfig
 from zkpy.member.workers import WorkerFeed
 from zkpy.runtime import gcpolicy
 from zkpy.runtime.clientport import ClientPort, ServesClients
-from zkpy.runtime.clock import now_ms, tick_interval_s, wall_ms
+from zkpy.runtime.clock import now_ms, wall_ms
 from zkpy.server.learner import LearnerServerCore
 
 log = logging.getLogger("zkpy.worker")
@@ -210,7 +210,7 @@ class Worker(ServesClients):
         self.core.set_time(now_ms(), wall_ms())
         self.core.tick()
         self.flush()
-        self._ticker = self.loop.call_later(tick_interval_s(self.config.tick_ms), self._tick)
+        self._ticker = self.loop.call_later(self.config.tick_interval_ms / 1000, self._tick)
 
     def schedule_flush(self) -> None:
         if not self._flush_scheduled and self.loop is not None:

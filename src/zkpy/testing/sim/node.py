@@ -27,6 +27,7 @@ from zkpy.member.datadir import recover_data_dir
 from zkpy.member.leading import LeadingCore
 from zkpy.member.peer import PeerCore
 from zkpy.quorum.dynconfig import config_data, verifier_of
+from zkpy.quorum.election import TICK_MS as ELECTION_TICK_MS
 from zkpy.quorum.election import Decision, Election
 from zkpy.quorum.election import LearnerType as ElectionLearnerType
 from zkpy.server.connection import Connection
@@ -47,7 +48,6 @@ from .sessions import Link, Sessions
 from .terms import SimLeaderTerm, SimLearnerTerm
 
 WALL_EPOCH_MS = 1_700_000_000_000  # what the simulated wall clock reads at t=0
-TICK_INTERVAL_MS = 50  # the election's and the terms' timers
 
 
 class Ensemble(terms.Ensemble, Protocol):
@@ -193,7 +193,8 @@ class SimNode:
         self.core = PeerCore(self.config, self.now, self.wall_ms, trace=True)
         self.core.start()
         self.run_core()
-        self.c.sched.after(TICK_INTERVAL_MS, self._tick_event, self.incarnation)
+        self.c.sched.after(self.config.tick_interval_ms, self._tick_event, self.incarnation)
+        self.c.sched.after(ELECTION_TICK_MS, self._election_tick, self.incarnation)
         self.c.net.node_started(self.sid)
 
     def crash(self, mode: str = "power") -> list[str]:
@@ -228,20 +229,29 @@ class SimNode:
             self._after_event()
 
     def _tick_event(self, inc: int) -> None:
+        """The process's timers (``ServerConfig.tick_interval_ms``): the term's, else the member core's."""
         if inc != self.incarnation or not self.alive:
             return
-        self.c.sched.after(TICK_INTERVAL_MS, self._tick_event, inc)
+        self.c.sched.after(self.config.tick_interval_ms, self._tick_event, inc)
         if self.paused:
             return  # a stopped process's timers fire when it continues (the next tick)
         if self.term is not None:
             self.term.tick()
-        elif self.election is not None and not self.election.decided:
-            self.election.tick(self.now)
-            self._pump_election()
-            if self.core is not None and self.term is None:
-                self._time()
-                self.core.tick()
-                self.run_core()
+        elif self.core is not None:
+            self._time()
+            self.core.tick()
+            self.run_core()
+        self._after_event()
+
+    def _election_tick(self, inc: int) -> None:
+        """An open round's timers (``quorum.election.TICK_MS``, as ``runtime.election_net``'s)."""
+        if inc != self.incarnation or not self.alive:
+            return
+        self.c.sched.after(ELECTION_TICK_MS, self._election_tick, inc)
+        if self.paused or self.election is None or self.election.decided:
+            return
+        self.election.tick(self.now)
+        self._pump_election()
         self._after_event()
 
     def _time(self) -> None:
