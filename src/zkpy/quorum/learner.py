@@ -27,7 +27,7 @@ Order kept (Learner.registerWithLeader / syncWithLeader, with the fixes of ZOOKE
 Reconfiguration: COMMITANDACTIVATE (INFORMANDACTIVATE for observers) commits a reconfig txn and
 names the designated leader: `Activate` follows its `Apply`. NEWLEADER's data is the leader's
 config string, handed over as `LeaderConfig` just before `Serve`. What they mean for this server
-(a newer config, a new leader, a role changed) the member core decides (``member.learning``).
+(a newer config, a new leader, a role changed) the learning term core decides (``member.learning``).
 
 A silence from the leader longer than initLimit (until NEWLEADER) or syncLimit (after) ends
 the term (``Failed``), as the socket timeouts do in ZooKeeper.
