@@ -179,7 +179,6 @@ class Learner:
         self.config_version = config_version
         self.phase = Phase.DISCOVERY
         self.new_epoch = -1
-        self.sync_kind: PacketType | None = None
         self._snapshot_needed = False
         self._txns: deque[_Txn] = deque()  # proposals (and SYNC markers) not yet applied, in order
         self._to_ack_at_uptodate: list[int] = []
@@ -269,7 +268,6 @@ class Learner:
             self._logged_upto = p.zxid
         else:
             raise LearnerError(f"{packet_name(t)} where DIFF, TRUNC or SNAP was due")
-        self.sync_kind = PacketType(t)
         self.phase = Phase.SYNC
 
     def _on_sync_packet(self, p: QuorumPacket) -> None:
