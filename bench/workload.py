@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from zkpy.client.core import parse_hosts
 from zkpy.wire.consts import OpCode
 
 from .client import RawSession, create_body, delete_body, get_data_body, set_data_body
@@ -56,8 +57,11 @@ class Target:
 
     @classmethod
     def parse(cls, hosts: str, pid: int | None = None) -> Target:
-        host, _, port = hosts.split(",")[0].rpartition(":")
-        return cls(host or "127.0.0.1", int(port), pid)
+        """The first server of a connect string (``:port`` alone is this machine's)."""
+        if hosts.startswith(":"):
+            hosts = "127.0.0.1" + hosts
+        host, port = parse_hosts(hosts)[0][0]
+        return cls(host, port, pid)
 
 
 @dataclass(frozen=True)

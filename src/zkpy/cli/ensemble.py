@@ -42,6 +42,7 @@ from click.core import ParameterSource
 
 from zkpy.admin.fourletter import ask as ask_four_letter_word
 from zkpy.cli.service import alive as pid_alive
+from zkpy.client.core import parse_hosts as parse_connect_string
 
 ENSEMBLE_FILE = "ensemble.json"
 FORMAT_VERSION = 1
@@ -403,28 +404,12 @@ def render_status(rows: Sequence[MemberStatus]) -> str:
 
 
 def parse_hosts(text: str) -> list[tuple[str, int]]:
-    """A connect string (``host:port,host:port[/chroot]``, IPv6 in brackets, port 2181 by default)."""
-    hosts = []
-    for part in text.split("/", 1)[0].split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if part.startswith("["):
-            end = part.find("]")
-            if end < 0:
-                raise EnsembleError(f"--hosts: {part!r} has '[' and no ']'")
-            host, rest = part[1:end], part[end + 1 :]
-            port_text = rest[1:] if rest.startswith(":") else ("" if not rest else None)
-        else:
-            host, _, port_text = part.partition(":")
-        if not host or port_text is None:
-            raise EnsembleError(f"--hosts: {part!r} is not host:port")
-        port = _int_or_none(port_text) if port_text else 2181
-        if port is None or not 1 <= port <= 65535:
-            raise EnsembleError(f"--hosts: {part!r} has no valid port")
-        hosts.append((host, port))
-    if not hosts:
-        raise EnsembleError("--hosts: no host:port given")
+    """The servers of a connect string given as ``--hosts`` (``host:port,host:port[/chroot]``, IPv6
+    in brackets, port 2181 by default), read by the client's parser (``client.core.parse_hosts``)."""
+    try:
+        hosts, _chroot = parse_connect_string(text)
+    except ValueError as exc:
+        raise EnsembleError(f"--hosts: {exc}") from None
     return hosts
 
 

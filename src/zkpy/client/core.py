@@ -240,7 +240,15 @@ class _Pending:
 
 
 def parse_hosts(hosts: str) -> tuple[list[tuple[str, int]], str | None]:
-    """``host:port[,host:port...][/chroot]`` → (hosts, chroot or None). IPv6 as ``[::1]:2181``."""
+    """A connect string, ``host:port[,host:port...][/chroot]`` → (hosts, chroot or None).
+
+    The one parser of connect strings (the client's, the cli's, the bench's): entries are split at
+    commas and stripped, blank ones skipped; a port is 1..65535, and 2181 where none is given
+    (``host``, ``host:``); an IPv6 address is written in brackets (``[::1]:2181``), or bare with
+    the default port (``::1``). The chroot is checked as a path (``validate_path``); ``/`` alone
+    is no chroot. Raises ValueError naming what is wrong: an entry that ``has '[' and no ']'``,
+    ``is not host:port`` (an empty host, text after the ``]``) or ``has no valid port``, or
+    ``no host:port given``."""
     hosts = hosts.strip()
     chroot: str | None = None
     slash = hosts.find("/")
@@ -251,24 +259,37 @@ def parse_hosts(hosts: str) -> tuple[list[tuple[str, int]], str | None]:
             chroot = None
         else:
             validate_path(chroot)
-    out: list[tuple[str, int]] = []
-    for part in hosts.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if part.startswith("["):
-            end = part.index("]")
-            host, rest = part[1:end], part[end + 1 :]
-            port = int(rest[1:]) if rest.startswith(":") else DEFAULT_PORT
-        elif part.count(":") == 1:
-            host, p = part.split(":")
-            port = int(p)
-        else:
-            host, port = part, DEFAULT_PORT
-        out.append((host, port))
+    out = [parse_host(part) for part in (p.strip() for p in hosts.split(",")) if part]
     if not out:
-        raise ValueError(f"no hosts in connect string {hosts!r}")
+        raise ValueError("no host:port given")
     return out, chroot
+
+
+def parse_host(part: str) -> tuple[str, int]:
+    """One entry of a connect string (see `parse_hosts`) → (host, port)."""
+    if part.startswith("["):
+        end = part.find("]")
+        if end < 0:
+            raise ValueError(f"{part!r} has '[' and no ']'")
+        host, rest = part[1:end], part[end + 1 :]
+        if rest and not rest.startswith(":"):
+            raise ValueError(f"{part!r} is not host:port")
+        port_text = rest[1:]
+    elif part.count(":") > 1:
+        host, port_text = part, ""  # a bare IPv6 address
+    else:
+        host, _, port_text = part.partition(":")
+    if not host:
+        raise ValueError(f"{part!r} is not host:port")
+    if not port_text:
+        return host, DEFAULT_PORT
+    try:
+        port = int(port_text)
+    except ValueError:
+        port = 0
+    if not 1 <= port <= 65535:
+        raise ValueError(f"{part!r} has no valid port")
+    return host, port
 
 
 def validate_path(path: str) -> None:

@@ -1,7 +1,8 @@
 """A member's data dir at the two points its lifecycle reads it (pure, over a ``Disk``).
 
 Both shells (``runtime.peer`` on the OS, ``testing.sim.node`` in simulation) run these when the
-member core asks (`Recover`, a learner's `Truncate`), so the sequence of disk steps exists once:
+member core asks (`Recover`) or a learner's term core does (`Truncate`), so the sequence of disk
+steps exists once:
 
 * ``recover_data_dir``: before an election, the tree and the epochs. Unless the last term
   carried its tree over (``History``), the data dir is recovered (snapshot + every logged txn,

@@ -1,4 +1,5 @@
-"""What a member core asks its shell to do: the output of ``ready()``.
+"""What a term core (``member.leading``, ``member.learning``) asks its shell to do: the output of
+``ready()``. The member core's own effects, one floor up, are ``member.peer``'s.
 
 **The ordering contract** (written here once, for every shell):
 

@@ -145,7 +145,7 @@ class WorkerHub:
 
     def applied_through(self, zxid: int) -> None:
         """The pipeline applied every txn it proposed up to ``zxid`` (a leader's pipeline, whose
-        commits the member core runs: the shell compares the tree's zxid after each batch)."""
+        commits the term core runs: the shell compares the tree's zxid after each batch)."""
         count = 0
         for proposed_zxid, _ in self._proposed:
             if proposed_zxid > zxid:

@@ -9,7 +9,7 @@ Semantics (FastLeaderElection.lookForLeader and its WorkerReceiver, QuorumPeer's
 
 - A vote is (leader, zxid, election epoch, peer epoch). Votes are ordered by peer epoch, then
   zxid, then sid (totalOrderPredicate); the election epoch (the *logical clock*) numbers rounds.
-  A vote for a server of weight 0 (``verifier.weight``) is never better than any: it never leads.
+  A vote for a server of weight 0 (``QuorumVerifier.weight``) is never better than any: it never leads.
 - Whether votes form a quorum is the verifier's rule (majority, or QuorumHierarchical's groups and
   weights), for the current config and, when newer, the next one.
 - ``start`` opens a round: the logical clock goes up by one and the proposal is my own vote

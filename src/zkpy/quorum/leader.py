@@ -193,7 +193,6 @@ class LearnerHandle:
     observer: bool = False  # came with OBSERVERINFO: gets INFORM, acks nothing (a non-voting follower is no observer)
     accepted_epoch: int = -1
     last_zxid: int = -1
-    last_heard_ms: int = 0
     deadline_ms: int = 0  # by when the next packet must arrive
     pings_sent: int = 0  # PINGs sent since UPTODATE (a quorum check counts their replies)
     pings_answered: int = 0
@@ -293,7 +292,7 @@ class Leader:
 
     def connected(self, cid: int, now_ms: int) -> None:
         self.now_ms = now_ms
-        self.learners[cid] = LearnerHandle(cid, last_heard_ms=now_ms, deadline_ms=now_ms + self.init_limit_ms)
+        self.learners[cid] = LearnerHandle(cid, deadline_ms=now_ms + self.init_limit_ms)
 
     def disconnected(self, cid: int) -> None:
         h = self.learners.pop(cid, None)
@@ -310,7 +309,6 @@ class Leader:
         h = self.learners.get(cid)
         if h is None or self.phase is Phase.STOPPED:
             return
-        h.last_heard_ms = now_ms
         h.deadline_ms = now_ms + (self.sync_limit_ms if h.phase is LearnerPhase.FORWARDING else self.init_limit_ms)
         try:
             self._step(h, packet)

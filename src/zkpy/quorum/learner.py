@@ -27,7 +27,7 @@ Order kept (Learner.registerWithLeader / syncWithLeader, with the fixes of ZOOKE
 Reconfiguration: COMMITANDACTIVATE (INFORMANDACTIVATE for observers) commits a reconfig txn and
 names the designated leader: `Activate` follows its `Apply`. NEWLEADER's data is the leader's
 config string, handed over as `LeaderConfig` just before `Serve`. What they mean for this server
-(a newer config, a new leader, a role changed) the member core decides (``member.learning``).
+(a newer config, a new leader, a role changed) the learning term core decides (``member.learning``).
 
 A silence from the leader longer than initLimit (until NEWLEADER) or syncLimit (after) ends
 the term (``Failed``), as the socket timeouts do in ZooKeeper.
@@ -179,7 +179,6 @@ class Learner:
         self.config_version = config_version
         self.phase = Phase.DISCOVERY
         self.new_epoch = -1
-        self.sync_kind: PacketType | None = None
         self._snapshot_needed = False
         self._txns: deque[_Txn] = deque()  # proposals (and SYNC markers) not yet applied, in order
         self._to_ack_at_uptodate: list[int] = []
@@ -269,7 +268,6 @@ class Learner:
             self._logged_upto = p.zxid
         else:
             raise LearnerError(f"{packet_name(t)} where DIFF, TRUNC or SNAP was due")
-        self.sync_kind = PacketType(t)
         self.phase = Phase.SYNC
 
     def _on_sync_packet(self, p: QuorumPacket) -> None:

@@ -1,7 +1,7 @@
 """The blocking form of the recipes: each one drives its asyncio recipe on the `Client`'s loop.
 
 There is one copy of every protocol, the asyncio one; a blocking recipe holds an instance of it
-(built on ``client.aio``) and runs its coroutines with ``client.run``, which blocks the calling
+(built on ``Client.aio``) and runs its coroutines with ``Client.run``, which blocks the calling
 thread until they are done. So the blocking and the asyncio forms cannot drift apart.
 
 * User callbacks (watch functions, ownership listeners, revocation handlers) run on the client's

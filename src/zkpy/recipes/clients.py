@@ -3,7 +3,7 @@
 kazoo users write ``zk.Lock(path, identifier)``; these subclasses make every recipe that way,
 bound to the client (``zk.Lock`` is ``functools.partial(Lock, zk)``). They live here, above the
 client package, because the client never imports the recipes (the layers go one way:
-recipes -> client). ``zkpy.client.Client`` / ``AsyncClient`` are the same clients without them.
+recipes -> client). ``zkpy.client.sync.Client`` / ``zkpy.client.AsyncClient`` are the same clients without them.
 """
 
 from __future__ import annotations

@@ -121,7 +121,7 @@ class AsyncCounter:
 
 class Counter:
     """The blocking form of `AsyncCounter` (kazoo's ``Counter``): ``counter += 1``,
-    ``counter.value``."""
+    ``Counter.value``."""
 
     def __init__(self, client: Client, path: str, default: Number = 0, support_curator: bool = False,
                  *, retry: RetryPolicy = DEFAULT_RETRY) -> None:

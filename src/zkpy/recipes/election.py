@@ -249,7 +249,7 @@ class AsyncSimpleElection(Owner):
 
 
 class Election(BlockingOwner[AsyncElection]):
-    """The blocking form of `AsyncElection` (kazoo's ``Election``): ``election.run(func)``
+    """The blocking form of `AsyncElection` (kazoo's ``Election``): ``Election.run(func)``
     calls ``func`` in the calling thread once elected."""
 
     def __init__(self, client: Client, path: str, identifier: str | None = None,

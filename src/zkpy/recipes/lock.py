@@ -242,7 +242,7 @@ def lock_holders(children: Sequence[str]) -> list[str]:
 class Lock(BlockingHold[AsyncLock]):
     """The blocking form of `AsyncLock` (kazoo's ``Lock``): ``with zk.Lock(path, "me"):``.
 
-    ``lock.aio`` is the asyncio recipe it drives on the client's loop (see `recipes.blocking`);
+    ``Lock.aio`` is the asyncio recipe it drives on the client's loop (see `recipes.blocking`);
     ownership listeners run on the client's dispatch thread."""
 
     _async_class: type[AsyncLock] = AsyncLock

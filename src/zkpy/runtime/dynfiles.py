@@ -26,7 +26,8 @@ def _write_atomically(path: str, text: str) -> None:
 
 
 def write_dynamic_config(quorum: QuorumConfig) -> str:
-    """Write ``quorum`` as the dynamic config file beside ``quorum.static_path`` and point the
+    """Write ``quorum`` as the dynamic config file beside its static file
+    (``QuorumConfig.static_path``) and point the
     static file at it; the dynamic file's path."""
     static = quorum.static_path
     dynamic = dynamic_file_name(static, quorum.config_version)

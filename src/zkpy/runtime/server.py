@@ -2,7 +2,7 @@
 
 One event loop per process. Each loop turn's input is processed by the core; a single flush
 per turn writes the turn's new txns to the log (group commit) and every connection's output
-with one ``write`` per connection. When the worker reports txns durable, they are applied and
+with one ``write`` per connection. When the log's fsync reports txns durable, they are applied and
 answered (then flushed again): a write's reply never leaves before its fsync.
 
 With ``serverWorkers`` = N > 1 this process is the member of N serving processes

@@ -1,4 +1,4 @@
-"""What the leader and the learner term shells share: running a member core's effects on the
+"""What the leader and the learner term shells share: running a term core's effects on the
 operating system (``member.effects`` states the order they keep), the fsync worker's reports,
 the end of the term.
 
@@ -37,7 +37,8 @@ log = logging.getLogger("zkpy.quorum")
 
 
 class TermEnded(Exception):
-    """The current term is over (the reason says why); the peer goes back to election."""
+    """The current term is over (the reason says why); the member core decides what comes next
+    (``PeerCore.term_ended``)."""
 
 
 @dataclass(frozen=True, slots=True)

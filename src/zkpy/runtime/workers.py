@@ -1,8 +1,9 @@
 """The member's worker processes (``serverWorkers`` = N > 1): spawn N-1, link, feed, restart.
 
-Each worker is ``python -m zkpy.runtime.worker FD`` with one end of a Unix socket pair as its
-link (no port, no path: only the two processes hold it). The member writes the hello
-(``runtime.worker.Hello``) on it first, then the link carries ``member.workers`` packets: when
+Each worker is ``python -m zkpy.runtime.worker FD ZXID_FD`` with one end of a Unix socket pair as
+its link (no port, no path: only the two processes hold it) and the shared map of the member's
+applied zxid (``runtime.worker.SharedZxid``). The member writes the hello
+(``runtime.worker.Hello``) on the link first, then the link carries ``member.workers`` packets: when
 the link is connected the hub sends the tree as it is at that turn of the loop (SNAP), then
 every txn the member applies after it. A worker that dies is started again after
 ``RESTART_DELAY_S`` (doubled, up to ``MAX_RESTART_DELAY_S``, while it keeps dying within

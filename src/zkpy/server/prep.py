@@ -140,7 +140,7 @@ def txn_body(op: int, request: bytes, txn: Any) -> bytes | None:
 
 
 class Reconfigurer(Protocol):
-    """What prep needs of a leader to prep a reconfig (its member core implements it)."""
+    """What prep needs of a leader to prep a reconfig (its term core, ``LeadingCore``, implements it)."""
 
     def next_config(self, request: ReconfigRequest, zxid: int) -> bytes:
         """The config string the request asks for, at version ``zxid``; raises the ZooKeeper error

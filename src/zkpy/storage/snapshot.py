@@ -141,7 +141,7 @@ class SnapshotWriter:
       its create is in the log after Z, and its ACL may be missing from the ACL section;
     - every other node is written as it is at that moment, including changes after Z;
     - a written node whose ACL is not in the captured ACL section got that ACL from a
-      setACL after Z (every ACL a txn sets is interned in ``tree.acl_cache``, which only
+      setACL after Z (every ACL a txn sets is interned in ``DataTree.acl_cache``, which only
       grows, so a node with czxid <= Z holds one interned by Z unless a later setACL
       changed it). It is written with LOCKED_ACL_INDEX, an entry of the
       section granting nothing. That is safe: the setACL is in the log after Z and replay

@@ -2,7 +2,7 @@
 
 The proxy runs its own asyncio loop on a daemon thread, so blocking tests (kazoo, ``Client``) and
 asyncio tests alike drive it with plain method calls; every call returns once the change is in
-effect. It listens on ``127.0.0.1:<ephemeral>`` (``proxy.port``, ``proxy.hosts``).
+effect. It listens on ``127.0.0.1:<ephemeral>`` (``TcpProxy.port``, ``TcpProxy.hosts``).
 
 ``cut(mode)`` simulates a partition between the client and the server:
 

@@ -161,10 +161,6 @@ class CreateMode(IntEnum):
         )
 
     @property
-    def is_container(self) -> bool:
-        return self is CreateMode.CONTAINER
-
-    @property
     def is_ttl(self) -> bool:
         return self in (CreateMode.PERSISTENT_WITH_TTL, CreateMode.PERSISTENT_SEQUENTIAL_WITH_TTL)
 

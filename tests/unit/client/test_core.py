@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
@@ -97,6 +98,26 @@ def test_connect_string_parses_hosts_ports_and_chroot() -> None:
     assert parse_hosts("a,[::1]:3/") == ([("a", 2181), ("::1", 3)], None)
     with pytest.raises(ValueError):
         parse_hosts("a:1/app/")
+
+
+def test_connect_string_defaults_the_port_and_takes_ipv6_bare_or_in_brackets() -> None:
+    assert parse_hosts("a:,[::1]:,::1,[fe80::1]:2182") == ([("a", 2181), ("::1", 2181), ("::1", 2181),
+                                                             ("fe80::1", 2182)], None)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("", "no host:port given"),
+    (" , /app", "no host:port given"),
+    ("a:x", "'a:x' has no valid port"),
+    ("a:0", "'a:0' has no valid port"),
+    ("a:65536", "'a:65536' has no valid port"),
+    ("[::1", "'[::1' has '[' and no ']'"),
+    ("[::1]x", "'[::1]x' is not host:port"),
+    (":2181", "':2181' is not host:port"),
+])
+def test_a_malformed_connect_string_names_what_is_wrong(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        parse_hosts(text)
 
 
 def test_hosts_are_shuffled_once_by_the_injected_rng_and_tried_round_robin() -> None:

@@ -370,10 +370,6 @@ _CLI_TEXT: dict[int, str] = {
 }
 
 
-def error_code(exc: ZookeeperError) -> int:
-    return int(exc.code)
-
-
 def cli_message(exc: ZookeeperError, path: str | None = None) -> str:
     """What zkCli prints for a KeeperException from a command (CliWrapperException)."""
     return message_for(int(exc.code), exc.path if exc.path is not None else path)

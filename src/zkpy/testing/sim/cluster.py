@@ -5,11 +5,14 @@ delay, every fault and every client request, so ``run_seed(seed)`` replays a run
 
 Two ways to drive it:
 
-- ``run_seed(seed)``: a random run. The seed chooses 3 or 5 servers and a mix of fault kinds
-  (``FAULT_KINDS``); servers boot at random times, clients write, faults strike during the
-  chaos window; then every fault heals, the clients stop, and the run goes on until the
-  ensemble converges (one established leader, every other server serving its history) and
-  every session has expired; ``Checker.final`` then checks the end state.
+- ``run_seed(seed)``: a random run. The seed chooses 3 or 5 voters and up to two observers, a
+  mix of fault kinds (``FAULT_KINDS``), the timing, the workload's writers and 1-3 real clients
+  (``sessions``), quorumSync and, in a third of the runs, read-only mode (the caller may add
+  hierarchical quorums, local sessions, serving processes and reconfigs); servers boot at
+  random times, clients write, read and watch, faults strike during the chaos window; then
+  every fault heals, the clients stop, and the run goes on until the ensemble converges (one
+  established leader, every other server serving its history) and every session has expired;
+  ``Checker.final`` then checks the end state.
 - a script (``tests/sim/test_sim_regressions.py``): ``Cluster(seed, SimConfig(...))``, then
   ``start``, ``crash``, ``restart``, ``partition``, ``heal``, ``pause``, ``resume``, ``submit``
   and ``run_until``; ``packet_hooks`` see every quorum packet a server receives (before its

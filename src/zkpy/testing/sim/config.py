@@ -39,6 +39,6 @@ class SimConfig:
     local_sessions: bool = False  # localSessionsEnabled
     local_sessions_upgrading: bool = False  # localSessionsUpgradingEnabled
     read_only: bool = False  # readonlymode.enabled: a looking server serves read-only clients (and clients ask for it)
-    reconfig: bool = False  # reconfigEnabled (scripts send reconfig requests as a super user)
+    reconfig: bool = False  # reconfigEnabled (scripts and the workload's clients ask for reconfigs as a super user)
     server_workers: int = 1  # serverWorkers: serving processes per server (``workers``)
     workarounds: frozenset[str] = WORKAROUNDS

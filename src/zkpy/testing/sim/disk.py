@@ -80,7 +80,7 @@ class SimLog:
                                   _raise, lambda: 0)
 
     def log_payloads(self, zxids: Sequence[int], payloads: Sequence[bytes]) -> None:
-        """Txns already serialized (a member core's `AppendLog`), written as they are."""
+        """Txns already serialized (a term core's `AppendLog`), written as they are."""
         if self.commit.closed or not payloads:
             return
         roll = self.rolls.logged(len(payloads))

@@ -3,12 +3,13 @@
 Each client holds one session at a time on one server; it writes only once the session is
 open there, and when that server stops serving it leaves the session to expire and opens a
 new one on another server (chosen by the seeded RNG). A request enters a server as a real client's
-would reach its pipeline: on the leader through ``ServerCore.learner_request`` (prep, a txn,
-a proposal), on a learner through ``Learner.request`` (a REQUEST packet the leader's core
+would reach its pipeline: on the leader through ``LeaderServerCore.learner_request`` (prep, a
+txn, a proposal), on a learner through ``Learner.request`` (a REQUEST packet the leader's core
 turns into ``LearnerRequest``). Writes create persistent znodes ``/w<n>`` (never deleted, so
 their presence shows the txn survived), set ``/k<i>`` to unique values, create ephemerals
-``/e<n>`` and delete them, and close sessions; clients that stop writing let their sessions
-expire on the leader.
+``/e<n>`` and delete them, and close sessions; with ``SimConfig.reconfig`` a client now and then
+asks for a reconfig instead. Clients that stop writing let their sessions expire on the leader.
+These writers never read and never move a session; the real clients (``sessions``) do.
 
 A write is *acknowledged* when the server the client sent it to applies its txn in the same
 term (the reply would leave then); the checker requires every acknowledged write to stay in
@@ -145,9 +146,9 @@ class Workload:
 
     def _step(self, client: Client) -> None:
         """What a client does next. Like a real one, it uses a session only once createSession
-        was answered, and only on the server that answered it (a session moving between servers
-        is not modelled): when that server stops serving, the client leaves the session to
-        expire and opens a new one elsewhere."""
+        was answered, and only on the server that answered it (the workload's sessions do not
+        move between servers; ``sessions``' do): when that server stops serving, the client
+        leaves the session to expire and opens a new one elsewhere."""
         if self.c.sched.now >= self.until_ms:
             return
         self.c.sched.after(self.rng.randint(*self.interval), self._step, client)
