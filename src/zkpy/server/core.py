@@ -43,8 +43,8 @@ from zkpy.server.intake import Intake, Log
 from zkpy.server.local_sessions import LocalSessions, LocalWrite
 from zkpy.server.outputs import Output, ServerOutput, TxnApplied
 from zkpy.server.prep import WRITE_OPS, Prep, txn_body
-from zkpy.server.reads import answer_read
-from zkpy.server.replies import framed_read, header, pong, write_reply
+from zkpy.server.reads import refusal, run_read
+from zkpy.server.replies import FRAMED_REPLY_HEADER, REPLY_HEADER, header, pong, write_reply
 from zkpy.server.requests import (
     DECODE_ERRORS,
     OP_NAMES,
@@ -66,6 +66,8 @@ __all__ = ["Log", "ServerCore"]
 
 
 _SMALL_REPLY = 128  # a reply's expected bytes, beyond the data or child names it carries
+_CREATE_SESSION, _CLOSE_SESSION, _MULTI = int(OpNum.CREATE_SESSION), int(OpNum.CLOSE_SESSION), int(OpNum.MULTI)
+_SESSION_TXNS = frozenset({_CREATE_SESSION, _CLOSE_SESSION})
 _CHILD_NAME_ESTIMATE = 32  # expected bytes per child name in a getChildren reply
 
 
@@ -394,12 +396,13 @@ class ServerCore(Intake):
             self._deliver_events()
         session = hdr.clientId
         kind = hdr.type
-        if kind == OpNum.CREATE_SESSION:
-            self._session_committed(session, txn.timeOut)
-        elif kind == OpNum.CLOSE_SESSION:
-            self._session_closed(session)
+        if kind in _SESSION_TXNS:
+            if kind == _CREATE_SESSION:
+                self._session_committed(session, txn.timeOut)
+            else:
+                self._session_closed(session)
         entry = self._answers(hdr, mine)
-        if kind == OpNum.CLOSE_SESSION:
+        if kind == _CLOSE_SESSION:
             owner = self.session_conn.pop(session, None)
             if entry is None and owner is not None:
                 self._close(owner, "session expired")
@@ -407,16 +410,21 @@ class ServerCore(Intake):
             conn = entry.conn
             assert conn is not None  # (``_answers`` names only requests a client sent)
             conn.outstanding -= 1
-            if entry.op == OpNum.CREATE_SESSION and conn.state is ConnState.AWAIT_SESSION:
-                if kind == OpNum.CREATE_SESSION:
+            op = entry.op
+            if op != _CREATE_SESSION:
+                error = entry.error
+                code = int(error.code) if error is not None and (mine is not None or op != _MULTI) else 0
+                self._reply_write(conn, entry.xid, op, code, entry.received_ms, rc, txn)
+            elif conn.state is ConnState.AWAIT_SESSION:  # a new session's createSession
+                if kind == _CREATE_SESSION:
                     self._established(conn)
                     self._process_frames(conn)
                 else:
                     self._close(conn, "session not created")
-            elif entry.op != OpNum.CREATE_SESSION or kind != OpNum.CREATE_SESSION:
+            elif kind != _CREATE_SESSION:  # a client's createSession over an established session
                 error = entry.error
-                code = int(error.code) if error is not None and (mine is not None or entry.op != OpNum.MULTI) else 0
-                self._reply_write(conn, entry.xid, entry.op, code, entry.received_ms, rc, txn)
+                self._reply_write(conn, entry.xid, op, int(error.code) if error is not None else 0, entry.received_ms,
+                                  rc, txn)
             self._drain_queue(session)
         if self.barrier_waits:
             self._drain_barrier()
@@ -467,12 +475,17 @@ class ServerCore(Intake):
         if op == OpNum.CLOSE_SESSION:
             self._close_local(conn, xid, received_ms)
             return
-        response, err, refusal = answer_read(self.tree, conn, op, body, lambda payload: self._send(conn, payload),
-                                             self._unnamed)
-        if refusal is not None:
-            self.log_peer(refusal[0], conn.ip, refusal[1])
+        try:
+            response, err = run_read(self.tree, conn, op, body, lambda payload: self._send(conn, payload),
+                                     self._unnamed), 0
+        except Exception as exc:  # (ZooKeeper's error codes, a malformed request; a bug is raised again)
+            response = b""
+            err, line = refusal(conn, op, exc)
+            if line is not None:
+                self.log_peer(line[0], conn.ip, line[1])
         self._account(conn, xid, op, zxid, received_ms)
-        self._send_framed(conn, framed_read(xid, zxid, err, response))
+        # replies.framed_read, inlined: once per read
+        self._send_framed(conn, FRAMED_REPLY_HEADER.pack(REPLY_HEADER.size + len(response), xid, zxid, err) + response)
 
     # ---- time passes
 

@@ -40,6 +40,7 @@ from zkpy.server.sessions import SessionTracker, session_password
 from zkpy.tree.acl import has_permission
 from zkpy.tree.datatree import DataTree
 from zkpy.wire.consts import PermNum
+from zkpy.wire.jute import INT
 
 Log = Callable[[str], None]
 
@@ -167,7 +168,7 @@ class Intake:
         self._dirty[conn] = None
 
     def _send(self, conn: Connection, payload: bytes) -> None:
-        self._send_framed(conn, framed(payload))
+        self._send_framed(conn, INT.pack(len(payload)) + payload)  # (replies.framed, inlined: once per reply)
 
     def _send_framed(self, conn: Connection, framed_reply: bytes) -> None:
         """Queue one reply, its length in front (Connection.queue, inlined: once per reply)."""

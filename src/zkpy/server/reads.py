@@ -67,21 +67,19 @@ def event_payload(etype: int, path: str) -> bytes:
     return _NOTIFY_HEADER + WatcherEvent(etype, KeeperState.SYNC_CONNECTED, path).to_bytes()
 
 
-def answer_read(tree: DataTree, conn: Connection, op: int, body: bytes, notify: Notify,
-                unnamed: Collection[str]) -> tuple[bytes, int, tuple[str, str] | None]:
-    """``run_read`` as the pipeline answers it: the response record and the error code (0, or
-    ZooKeeper's code with an empty response), and the (kind, line) to log when the request was
-    refused with BadArguments or did not decode (MarshallingError)."""
-    try:
-        return run_read(tree, conn, op, body, notify, unnamed), 0, None
-    except ZookeeperError as exc:
+def refusal(conn: Connection, op: int, exc: Exception) -> tuple[int, tuple[str, str] | None]:
+    """What a read that raised ``exc`` is answered with (ZooKeeper's error code), and the (kind,
+    line) to log when it was refused with BadArguments or did not decode (MarshallingError);
+    an exception of any other kind is a bug, raised again."""
+    if isinstance(exc, ZookeeperError):
         err = int(exc.code)
         if err == Code.BADARGUMENTS:
-            return b"", err, ("refused", f"{OP_NAMES.get(op, op)} from {conn.ip}:{conn.port} refused with BADARGUMENTS")
-        return b"", err, None
-    except (ProtocolError, ValueError, IndexError, struct.error) as exc:
-        return b"", int(Code.MARSHALLINGERROR), (
+            return err, ("refused", f"{OP_NAMES.get(op, op)} from {conn.ip}:{conn.port} refused with BADARGUMENTS")
+        return err, None
+    if isinstance(exc, (ProtocolError, ValueError, IndexError, struct.error)):
+        return int(Code.MARSHALLINGERROR), (
             "undecodable", f"failed to process {OP_NAMES.get(op, op)} from {conn.ip}:{conn.port}: {exc}")
+    raise exc
 
 
 def run_read(tree: DataTree, conn: Connection, op: int, body: bytes, notify: Notify,
