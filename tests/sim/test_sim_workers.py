@@ -56,7 +56,7 @@ def test_a_member_that_publishes_nothing_to_its_workers_is_caught(monkeypatch: p
     """The read check can fail: without `PublishApplied` a worker answers a read before the
     write its member acknowledged reached it, and some seed sees it."""
     def feed_without_publishing(self: TermCore, batch: list[fx.Effect]) -> None:
-        hub = self.workers
+        hub = self.hub
         assert hub is not None
         hub.applied_through(self.tree.last_processed_zxid)
         batch.extend(fx.ToWorker(link, data) for link, data in hub.take())

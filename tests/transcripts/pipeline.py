@@ -376,7 +376,7 @@ class PipelineDriver(Driver):
             case out.CheckQuorum():
                 return [f"check-quorum token={o.token}"]
             case out.Touches():
-                return [f"touches {' '.join(f'{names.session(s)}:{t}' for s, t in o.sessions) or '(none)'}"]
+                return [f"touches for ping 0x{o.ping:x}: {' '.join(f'{names.session(s)}:{t}' for s, t in o.sessions) or '(none)'}"]
             case out.Relayed():
                 return [f"relayed to worker {o.link}: {'sync' if o.session is None else 'revalidation'}"]
             case out.TxnApplied():

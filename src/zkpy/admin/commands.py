@@ -68,10 +68,10 @@ def run_command(name: str, server: ServerView, kwargs: Mapping[str, str]) -> Fie
 # standalone server's (a read-only server is a plain ZooKeeperServer in 3.8)
 _NOT_QUORUM_SERVERS = ("standalone", "read-only")
 
-def _core(server: ServerView) -> ServerCore:
-    core = server.pipeline
-    assert core is not None  # run_command runs a server_required command only while one serves
-    return core
+def _pipeline(server: ServerView) -> ServerCore:
+    pipeline = server.pipeline
+    assert pipeline is not None  # run_command runs a server_required command only while one serves
+    return pipeline
 
 
 def _number(value: object) -> object:
@@ -103,8 +103,8 @@ def _connection_info(conn: Connection, brief: bool) -> Fields:
 
 
 def _connections(server: ServerView, brief: bool) -> list[Fields]:
-    core = _core(server)
-    return [_connection_info(core.connections[cid], brief) for cid in sorted(core.connections)]
+    pipeline = _pipeline(server)
+    return [_connection_info(pipeline.connections[cid], brief) for cid in sorted(pipeline.connections)]
 
 
 def _quorum_figure(server: ServerView, name: str) -> int:
@@ -117,28 +117,28 @@ def _quorum_figure(server: ServerView, name: str) -> int:
 # ---- the commands ----
 
 def _server_stats(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
-    core = _core(server)
-    stats = core.stats
+    pipeline = _pipeline(server)
+    stats = pipeline.stats
     snap_dir, log_dir = os.path.join(os.path.abspath(server.config.data_dir), "version-2"), \
         os.path.join(os.path.abspath(server.config.log_dir), "version-2")
     buffers = {"last_buffer_size": -1, "min_buffer_size": -1, "max_buffer_size": -1}
     return {
         "version": flw.full_version(),
-        "read_only": core.read_only,
+        "read_only": pipeline.read_only,
         "server_stats": {
             "packets_sent": stats.packets_sent, "packets_received": stats.packets_received,
             "fsync_threshold_exceed_count": 0, "client_response_stats": dict(buffers),
             "provider_null": False, "data_dir_size": flw._dir_size(snap_dir),
             "log_dir_size": flw._dir_size(log_dir), "server_state": server.mode,
-            "last_processed_zxid": core.tree.last_processed_zxid, "outstanding_requests": core.outstanding,
+            "last_processed_zxid": pipeline.tree.last_processed_zxid, "outstanding_requests": pipeline.outstanding,
             "avg_latency": flw._avg(stats.total_latency, stats.count), "max_latency": stats.max_latency,
             "min_latency": max(stats.min_latency, 0), "num_alive_client_connections": server.connection_count,
-            "uptime": core.now_ms - core.started_ms, "auth_failed_count": 0,
+            "uptime": pipeline.now_ms - pipeline.started_ms, "auth_failed_count": 0,
             "non_mtlsremote_conn_count": 0, "non_mtlslocal_conn_count": 0,
         },
         "client_response": dict(buffers),
         **({"proposal_stats": dict(buffers)} if server.mode == "leader" else {}),
-        "node_count": flw._znode_count(core),
+        "node_count": flw._znode_count(pipeline),
     }
 
 
@@ -166,13 +166,13 @@ def _cons(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
 
 
 def _crst(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
-    for conn in _core(server).connections.values():
+    for conn in _pipeline(server).connections.values():
         conn.reset_stats()
     return {}
 
 
 def _srst(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
-    _core(server).stats.reset()
+    _pipeline(server).stats.reset()
     return {}
 
 
@@ -183,10 +183,10 @@ def _dirs(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
 
 
 def _dump(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
-    core = _core(server)
+    pipeline = _pipeline(server)
     # the expiry buckets on the server's monotonic clock in ms, as ZooKeeper's (Time.currentElapsedTime)
-    expiry = {str(at): sorted(sids) for at, sids in sorted(core.sessions.buckets.items()) if sids}
-    ephemerals = {str(sid): sorted(paths) for sid, paths in sorted(core.tree.ephemerals.items())}
+    expiry = {str(at): sorted(sids) for at, sids in sorted(pipeline.sessions.buckets.items()) if sids}
+    ephemerals = {str(sid): sorted(paths) for sid, paths in sorted(pipeline.tree.ephemerals.items())}
     return {"expiry_time_to_session_ids": expiry, "session_id_to_ephemeral_paths": ephemerals}
 
 
@@ -221,8 +221,8 @@ def _initial_configuration(server: ServerView, kwargs: Mapping[str, str]) -> Fie
 
 
 def _is_read_only(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
-    core = server.pipeline
-    return {"read_only": core is not None and core.read_only}
+    pipeline = server.pipeline
+    return {"read_only": pipeline is not None and pipeline.read_only}
 
 
 _SNAPSHOT = re.compile(r"snapshot\.([0-9a-fA-F]+)$")
@@ -304,8 +304,8 @@ def _multiple_addresses(host: str, port: int) -> Fields:
 
 
 def _watches(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
-    core = _core(server)
-    table = core.tree.data_watches
+    pipeline = _pipeline(server)
+    table = pipeline.tree.data_watches
     out: dict[str, list[str]] = {}
     for watcher, paths in table.by_watcher.items():
         out.setdefault(str(flw._session_of(server, watcher)), []).extend(sorted(paths))
@@ -313,13 +313,13 @@ def _watches(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
 
 
 def _watches_by_path(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
-    table = _core(server).tree.data_watches
+    table = _pipeline(server).tree.data_watches
     return {"path_to_session_ids": {path: sorted(flw._session_of(server, w) for w in watchers)
                                     for path, watchers in sorted(table.by_path.items())}}
 
 
 def _watch_summary(server: ServerView, kwargs: Mapping[str, str]) -> Fields:
-    table = _core(server).tree.data_watches
+    table = _pipeline(server).tree.data_watches
     return {"num_connections": len(table.by_watcher), "num_paths": len(table.by_path),
             "num_total_watches": sum(len(paths) for paths in table.by_watcher.values())}
 

@@ -60,21 +60,21 @@ def answer(word: str, server: ServerView, conn: Connection | None = None) -> str
     ``server`` is the server's `ServerView`; ``conn`` is the connection that asked, if the
     caller has it.
     """
-    core = server.pipeline
-    if core is None:  # an ensemble member between terms (ZooKeeper: no ZooKeeperServer running)
+    pipeline = server.pipeline
+    if pipeline is None:  # an ensemble member between terms (ZooKeeper: no ZooKeeperServer running)
         if not is_enabled(word, server.config.four_letter_words):
             return f"{word} is not executed because it is not in the whitelist.\n"
         return {"ruok": "imok", "isro": "null"}.get(word, NOT_SERVING)
     if conn is not None:
         conn.received += 1
-        core.stats.packets_received += 1
+        pipeline.stats.packets_received += 1
     if is_enabled(word, server.config.four_letter_words):
         text = COMMANDS[word](server, conn)
     else:
         text = f"{word} is not executed because it is not in the whitelist.\n"
     if conn is not None:
         conn.sent += 1
-        core.stats.packets_sent += 1
+        pipeline.stats.packets_sent += 1
     return text
 
 
@@ -152,10 +152,10 @@ def _connections(server: ServerView) -> list[Connection]:
 
 
 def _serving(server: ServerView) -> ServerCore:
-    """The core of a serving server (``answer`` runs a word only while one serves)."""
-    core = server.pipeline
-    assert core is not None
-    return core
+    """The request pipeline of a serving server (``answer`` runs a word only while one serves)."""
+    pipeline = server.pipeline
+    assert pipeline is not None
+    return pipeline
 
 
 def _session_of(server: ServerView, conn_id: Any) -> int:
@@ -163,16 +163,16 @@ def _session_of(server: ServerView, conn_id: Any) -> int:
     return conn.session_id if conn is not None else 0
 
 
-def _znode_count(core: ServerCore) -> int:
-    return int(core.tree.node_count()) + 1  # the root, counted under "" and "/" as ZooKeeper does
+def _znode_count(pipeline: ServerCore) -> int:
+    return int(pipeline.tree.node_count()) + 1  # the root, counted under "" and "/" as ZooKeeper does
 
 
-def _watch_count(core: ServerCore) -> int:
-    return int(core.tree.data_watches.count()) + int(core.tree.child_watches.count())
+def _watch_count(pipeline: ServerCore) -> int:
+    return int(pipeline.tree.data_watches.count()) + int(pipeline.tree.child_watches.count())
 
 
-def _ephemerals_count(core: ServerCore) -> int:
-    return sum(len(paths) for paths in core.tree.ephemerals.values())
+def _ephemerals_count(pipeline: ServerCore) -> int:
+    return sum(len(paths) for paths in pipeline.tree.ephemerals.values())
 
 
 def _dir_size(path: str) -> int:
@@ -236,17 +236,17 @@ def _connection_info(conn: Connection, asking: Connection | None, brief: bool) -
 
 
 def _server_stats(server: ServerView) -> str:
-    core = _serving(server)
-    stats = core.stats
+    pipeline = _serving(server)
+    stats = pipeline.stats
     return (f"Latency min/avg/max: {max(stats.min_latency, 0)}/{java_double(_avg(stats.total_latency, stats.count))}"
             f"/{stats.max_latency}\n"
             f"Received: {stats.packets_received}\n"
             f"Sent: {stats.packets_sent}\n"
             f"Connections: {server.connection_count}\n"
-            f"Outstanding: {core.outstanding}\n"
-            f"Zxid: 0x{long_hex(core.tree.last_processed_zxid)}\n"
+            f"Outstanding: {pipeline.outstanding}\n"
+            f"Zxid: 0x{long_hex(pipeline.tree.last_processed_zxid)}\n"
             f"Mode: {_server_state(server)}\n"
-            f"Node count: {_znode_count(core)}\n")
+            f"Node count: {_znode_count(pipeline)}\n")
 
 
 def _server_state(server: ServerView) -> str:
@@ -262,8 +262,8 @@ def _ruok(server: ServerView, conn: Connection | None) -> str:
 
 def _version(server: ServerView) -> str:
     """srvr's and stat's first lines: the version, and a read-only server's notice."""
-    core = server.pipeline
-    notice = "READ-ONLY mode; serving only read-only clients\n" if core is not None and core.read_only else ""
+    pipeline = server.pipeline
+    notice = "READ-ONLY mode; serving only read-only clients\n" if pipeline is not None and pipeline.read_only else ""
     return f"Zookeeper version: {full_version()}\n{notice}"
 
 
@@ -312,9 +312,9 @@ MNTR_EXCLUDED_PATTERNS: dict[str, str] = {
 def mntr_values(server: ServerView) -> list[tuple[str, object]]:
     """mntr's ``(key, value)`` lines without the ``zk_`` prefix, in 3.8's order: what ``mntr``,
     the AdminServer's ``monitor`` and the Prometheus endpoint all read."""
-    core = _serving(server)
-    stats = core.stats
-    metrics = core.metrics
+    pipeline = _serving(server)
+    stats = pipeline.stats
+    metrics = pipeline.metrics
     mode = _server_state(server)
     quorum = server.quorum_metrics()  # an ensemble's leader: its learner counts, as 3.8's mntr
     values: list[tuple[str, object]] = [
@@ -325,11 +325,11 @@ def mntr_values(server: ServerView) -> list[tuple[str, object]]:
         state = {"leader": "leading", "follower": "following", "observer": "observing"}[mode]
         values.append(("peer_state", f"{state} - broadcast"))
     values += [
-        ("ephemerals_count", _ephemerals_count(core)),
+        ("ephemerals_count", _ephemerals_count(pipeline)),
         ("num_alive_connections", server.connection_count),
-        ("outstanding_requests", core.outstanding),
-        ("znode_count", _znode_count(core)),
-        ("global_sessions", 0 if core.read_only else len(core.sessions.sessions)),  # a read-only server's are local
+        ("outstanding_requests", pipeline.outstanding),
+        ("znode_count", _znode_count(pipeline)),
+        ("global_sessions", 0 if pipeline.read_only else len(pipeline.sessions.sessions)),  # a read-only server's are local
         ("non_mtls_remote_conn_count", 0),
         ("last_client_response_size", -1),  # response sizes are not kept: -1, ZooKeeper's "none yet"
         ("max_client_response_size", -1),
@@ -340,9 +340,9 @@ def mntr_values(server: ServerView) -> list[tuple[str, object]]:
     values += [kv for kv in quorum if kv[0].startswith("synced_")]
     values += [
         ("connection_drop_probability", "0.0"),
-        ("watch_count", _watch_count(core)),
+        ("watch_count", _watch_count(pipeline)),
         ("auth_failed_count", metrics.auth_failed),
-        ("approximate_data_size", core.tree.data_size),
+        ("approximate_data_size", pipeline.tree.data_size),
     ]
     open_fds, max_fds = _open_fds(), _max_fds()
     if open_fds is not None and max_fds is not None:  # ZooKeeper reports both, on Unix only
@@ -352,13 +352,13 @@ def mntr_values(server: ServerView) -> list[tuple[str, object]]:
     if mode == "leader" and config.quorum is not None:
         values.append(("quorum_size", len(config.quorum.participants)))
     values += [
-        ("local_sessions", len(core.sessions.sessions) if core.read_only
-         else len(core.local) if core.local is not None else 0),
-        ("uptime", core.now_ms - core.started_ms),
+        ("local_sessions", len(pipeline.sessions.sessions) if pipeline.read_only
+         else len(pipeline.local) if pipeline.local is not None else 0),
+        ("uptime", pipeline.now_ms - pipeline.started_ms),
         ("outstanding_tls_handshake", 0),
         ("non_mtls_local_conn_count", 0),
     ]
-    gauges, exceeded = quota_figures(core)
+    gauges, exceeded = quota_figures(pipeline)
     for name, per_namespace in gauges.items():  # ZooKeeper's GaugeSets print as <namespace>_<name>
         values += [(f"{namespace}_{name}", figure) for namespace, figure in per_namespace.items()]
     values += metrics.counters.items()
@@ -374,12 +374,12 @@ def mntr_values(server: ServerView) -> list[tuple[str, object]]:
     return values
 
 
-def quota_figures(core: ServerCore) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
+def quota_figures(pipeline: ServerCore) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
     """ZooKeeper's per-namespace quota figures: the four gauges (limits and usage summed over the
     quotas under each top-level znode) and the QuotaExceeded refusals counted per namespace."""
-    gauges = namespace_figures(core.tree.nodes)
+    gauges = namespace_figures(pipeline.tree.nodes)
     return ({name: dict(sorted(per.items())) for name, per in gauges.items()},
-            dict(sorted(core.prep.quota_exceeded.items())))
+            dict(sorted(pipeline.prep.quota_exceeded.items())))
 
 
 def _summary(name: str, counter: Summary | MetricSummary) -> list[tuple[str, object]]:
@@ -477,25 +477,25 @@ def _session_sets(tracker: SessionTracker, now_ms: int, wall_ms: int) -> str:
 
 
 def _dump(server: ServerView, conn: Connection | None) -> str:
-    core = _serving(server)
-    now_ms, wall_ms = core.now_ms, core.wall_ms
-    if isinstance(core, LearnerServerCore):  # LearnerSessionTracker: the committed sessions, no expiry sets
-        ids = sorted(core.sessions.sessions, key=to_signed64)
+    pipeline = _serving(server)
+    now_ms, wall_ms = pipeline.now_ms, pipeline.wall_ms
+    if isinstance(pipeline, LearnerServerCore):  # LearnerSessionTracker: the committed sessions, no expiry sets
+        ids = sorted(pipeline.sessions.sessions, key=to_signed64)
         sessions = f"Global Sessions({len(ids)}):\n" + "".join(
-            f"0x{long_hex(sid)}\t{core.sessions.sessions[sid].timeout_ms}ms\n" for sid in ids)
+            f"0x{long_hex(sid)}\t{pipeline.sessions.sessions[sid].timeout_ms}ms\n" for sid in ids)
     else:
-        sessions = ("Global " if core.local is not None else "") + f"Session {_session_sets(core.sessions, now_ms, wall_ms)}"
-    if core.local is not None:  # 3.8's Leader/LearnerSessionTracker: the local tracker's sets first
-        sessions = f"Local Session {_session_sets(core.local.tracker, now_ms, wall_ms)}{sessions}"
-    ephemerals = core.tree.ephemerals
+        sessions = ("Global " if pipeline.local is not None else "") + f"Session {_session_sets(pipeline.sessions, now_ms, wall_ms)}"
+    if pipeline.local is not None:  # 3.8's Leader/LearnerSessionTracker: the local tracker's sets first
+        sessions = f"Local Session {_session_sets(pipeline.local.tracker, now_ms, wall_ms)}{sessions}"
+    ephemerals = pipeline.tree.ephemerals
     owners = sorted(ephemerals, key=lambda s: s & MASK64)
     eph = "".join(f"0x{long_hex(sid)}:\n" + "".join(f"\t{p}\n" for p in sorted(ephemerals[sid])) for sid in owners)
     width = SESSIONLESS_CNXN_TIMEOUT_MS
     conns: dict[int, list[str]] = {}
     for c in _connections(server):
-        session = core.sessions.sessions.get(c.session_id) if c.session_id else None
-        if session is None and core.local is not None:
-            session = core.local.tracker.sessions.get(c.session_id)
+        session = pipeline.sessions.sessions.get(c.session_id) if c.session_id else None
+        if session is None and pipeline.local is not None:
+            session = pipeline.local.tracker.sessions.get(c.session_id)
         expires_at = session.expires_at if session is not None else (now_ms + width) // width * width + width
         conns.setdefault(expires_at, []).append(f"ip: {_address(c)} sessionId: 0x{long_hex(c.session_id)}")
     return ("SessionTracker dump:\n"
@@ -511,8 +511,8 @@ def _dirs(server: ServerView, conn: Connection | None) -> str:
 
 
 def _isro(server: ServerView, conn: Connection | None) -> str:
-    core = server.pipeline
-    return "ro" if core is not None and core.read_only else "rw"
+    pipeline = server.pipeline
+    return "ro" if pipeline is not None and pipeline.read_only else "rw"
 
 
 def _gtmk(server: ServerView, conn: Connection | None) -> str:

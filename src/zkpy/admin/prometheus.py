@@ -56,10 +56,10 @@ class ZooKeeperCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         server = self.server
-        core = server.pipeline
-        if core is None:  # an ensemble member between terms: ZooKeeper has no ZooKeeperServer to read
+        pipeline = server.pipeline
+        if pipeline is None:  # an ensemble member between terms: ZooKeeper has no ZooKeeperServer to read
             return
-        metrics: ServerMetrics = core.metrics
+        metrics: ServerMetrics = pipeline.metrics
         lines = mntr_values(server)
         summaries: dict[str, dict[str, float]] = {}
         for key, value in lines:
@@ -87,13 +87,13 @@ class ZooKeeperCollector(Collector):
                 for q in PROMETHEUS_QUANTILES if summary.detailed else PROMETHEUS_QUANTILES[:1]:
                     family.add_sample(name, {"quantile": str(q)}, summary.quantile(q))
             yield family
-        yield from _quota_families(core)
+        yield from _quota_families(pipeline)
 
 
-def _quota_families(core: ServerCore) -> Iterator[Metric]:
+def _quota_families(pipeline: ServerCore) -> Iterator[Metric]:
     """The per-namespace quota figures as ZooKeeper's provider labels its GaugeSets and CounterSets:
     one family each, the namespace in the label ``key``."""
-    gauges, exceeded = quota_figures(core)
+    gauges, exceeded = quota_figures(pipeline)
     for name, per_namespace in gauges.items():
         if per_namespace:
             family = GaugeMetricFamily(name, f"ZooKeeper gauge set {name}", labels=["key"])

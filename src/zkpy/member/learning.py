@@ -89,7 +89,6 @@ class LearningCore(TermCore):
         self._snap_searched = 0
         self._to_log: list[tuple[int, bytes]] = []
         self._held: deque[zf.Action] = deque()  # the Zab core's actions not run yet (after a barrier)
-        self._pings: deque[int] = deque()  # the zxids of PINGs whose reply waits for the pipeline's touches
         self._connect_tries = 0
         self._connect_deadline_ms = now_ms + config.tick_ms * q.init_limit_ticks
         self._started = False
@@ -142,7 +141,7 @@ class LearningCore(TermCore):
                 case Revalidate():
                     self.zab.revalidate(o.session, o.timeout_ms)
                 case Touches():
-                    self._ping_reply(self._pings.popleft(), o.sessions)
+                    self._ping_reply(o.ping, o.sessions)
                 case Propose() | CheckQuorum():
                     raise AssertionError(f"a learner's pipeline produced {o!r}")
                 case _:
@@ -269,8 +268,7 @@ class LearningCore(TermCore):
                         self._apply(a.zxid, a.data)
                     case zf.PingReply():
                         if self.pipeline is not None:  # its touches come back as an output (``_to_zab``)
-                            self._pings.append(a.zxid)
-                            self.pipeline.report_touches()
+                            self.pipeline.report_touches(a.zxid)
                         else:
                             self._ping_reply(a.zxid, ())
                     case zf.Revalidated():

@@ -22,8 +22,8 @@ report back; every decision of the lifecycle is made here, once:
 
 Inputs (``set_time`` first): ``start``, ``recovered``, ``decided``, ``newer_config``,
 ``term_serving``, ``config_activated``, ``term_ended``, ``tick``, ``stop``. Effects come out of
-``ready()``, in order; an input that the phase does not expect is a bug of the shell
-(``PeerPhase`` and ``TRANSITIONS``).
+``ready()``, in order. Each input but ``tick`` and ``stop`` belongs to one phase (``PeerPhase``,
+moved along ``TRANSITIONS``); one that comes in another is a bug of the shell, and raises.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class Designate:
 @dataclass(frozen=True, slots=True)
 class StartTerm:
     """Run ``term`` (its role's shell over its links, its log and its timers) until it ends; then
-    close it and call ``term_ended``."""
+    close it and call ``term_ended`` (a member that stops meanwhile calls ``stop`` instead)."""
 
     term: TermCoreType
 
@@ -247,11 +247,13 @@ class PeerCore:
 
     def config_activated(self, quorum: QuorumConfig) -> None:
         """The term made ``quorum`` active (a committed reconfig, or the leader's at sync)."""
+        self._expect(PeerPhase.IN_TERM, "config_activated")
         self._activate(quorum)
 
     def newer_config(self, data: bytes) -> None:
         """The election heard of a config newer than mine (QuorumPeer.processReconfig from
         FastLeaderElection): adopt it, and the round starts over with it."""
+        self._expect(PeerPhase.LOOKING, "newer_config")
         try:
             act = activation(self.quorum, data, leader=-1, designated=None)
         except ValueError as exc:

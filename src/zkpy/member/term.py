@@ -61,7 +61,7 @@ class TermCore:
         self.ended: str | None = None
         self.designated: int | None = None  # a reconfig ended the term naming the next leader (no election)
         self.logging: deque[int] = deque()  # zxids handed to the log (AppendLog), oldest first
-        self.workers: WorkerHub | None = None  # the serving processes' links, once the term serves with them
+        self.hub: WorkerHub | None = None  # the serving processes' links, once the term serves with them
         self._published = -1  # the applied zxid last published to the workers
         self._effects: list[Effect] = []
         self._sends: dict[int, list[bytes]] = {}  # per link, in the order of each link's first send
@@ -105,7 +105,7 @@ class TermCore:
             pass
         self._flush_sends()
         out, self._effects = self._effects, []
-        if self.workers is not None and self.ended is None:
+        if self.hub is not None and self.ended is None:
             self._feed_workers(out)
         return out
 
@@ -125,7 +125,11 @@ class TermCore:
     def _take_pipeline(self) -> bool:
         """Take the pipeline's outputs; True when the Zab core got some (its actions then wait)."""
         pipeline = self.pipeline
-        if pipeline is None or self.ended is not None:
+        if pipeline is None:
+            return False
+        if self.ended is not None:  # what it produced goes nowhere, but what it applied is traced
+            if self.trace:
+                self._effects.extend(self._traced(o) for o in pipeline.ready() if isinstance(o, out.TxnApplied))
             return False
         to_zab: list[ZabOutput] = []
         for o in pipeline.ready():
@@ -135,10 +139,10 @@ class TermCore:
                 case out.Propose() | out.CheckQuorum() | out.Forward() | out.Revalidate() | out.Touches():
                     to_zab.append(o)
                 case out.Relayed():
-                    if self.workers is not None:
-                        self.workers.relayed(o.link, o.session, o.valid)
+                    if self.hub is not None:
+                        self.hub.relayed(o.link, o.session, o.valid)
                 case out.TxnApplied():
-                    self._effects.append(Applied(o.hdr.zxid, encode_payload(o.hdr, o.txn), o.hdr, o.digest))
+                    self._effects.append(self._traced(o))
                 case _:
                     assert_never(o)
         if to_zab:
@@ -147,6 +151,10 @@ class TermCore:
 
     def _stop_zab(self, reason: str) -> None:
         raise NotImplementedError
+
+    @staticmethod
+    def _traced(o: out.TxnApplied) -> Applied:
+        return Applied(o.hdr.zxid, encode_payload(o.hdr, o.txn), o.hdr, o.digest)
 
     def _send(self, link: int, packet: QuorumPacket, data: bytes | None = None, snapshot: bool = False) -> None:
         """Queue ``packet`` (already encoded as ``data``, or encoded here) for ``link``."""
@@ -187,19 +195,19 @@ class TermCore:
         if count <= 1:
             return
         pipeline.sessions.partition(0, count)
-        self.workers = WorkerHub(pipeline)
-        self.workers.proposed([zxid for zxid, _ in logged], [data for _, data in logged])
+        self.hub = WorkerHub(pipeline)
+        self.hub.proposed([zxid for zxid, _ in logged], [data for _, data in logged])
         self._published = self.tree.last_processed_zxid
-        self._effects.append(StartWorkers(count, self.workers))
+        self._effects.append(StartWorkers(count, self.hub))
 
     def _log_to_workers(self, zxids: Sequence[int], payloads: Sequence[bytes]) -> None:
-        if self.workers is not None:
-            self.workers.proposed(zxids, payloads)
+        if self.hub is not None:
+            self.hub.proposed(zxids, payloads)
 
     def _feed_workers(self, batch: list[Effect]) -> None:
         """The batch's applied zxid goes to the workers before its other effects, what they
         are sent after them."""
-        hub = self.workers
+        hub = self.hub
         assert hub is not None
         zxid = self.tree.last_processed_zxid
         if zxid > self._published:

@@ -144,8 +144,8 @@ class WorkerHub:
         self._release_syncs()
 
     def applied_through(self, zxid: int) -> None:
-        """The pipeline applied every txn it proposed up to ``zxid`` (a leader's pipeline, whose
-        commits the term core runs: the shell compares the tree's zxid after each batch)."""
+        """The pipeline applied every txn it proposed up to ``zxid`` (the term core tells it after
+        each batch of effects, for a leader's and a learner's pipeline alike)."""
         count = 0
         for proposed_zxid, _ in self._proposed:
             if proposed_zxid > zxid:

@@ -17,7 +17,6 @@ from collections.abc import Callable
 from typing import cast
 
 from zkpy.member import effects as fx
-from zkpy.member.history import History
 from zkpy.member.leading import LeadingCore
 from zkpy.member.quorum_auth import QuorumAuthServer, Verdict
 from zkpy.ratelimit import LogLimiter
@@ -146,10 +145,6 @@ class LeaderTerm(Term):
         if self._server is not None:
             self._server.close()
         self.close_persistence()
-
-    def carry_over(self) -> History:
-        """After ``close``: every proposal handed to the log is on disk; apply those never committed."""
-        return self.core.carry_over()
 
     def _tick(self) -> None:
         self._time()

@@ -10,7 +10,6 @@ import asyncio
 
 from zkpy.member import effects as fx
 from zkpy.member.datadir import truncate_data_dir
-from zkpy.member.history import History
 from zkpy.member.learning import LearningCore
 from zkpy.runtime.persistence import Persistence
 from zkpy.runtime.quorum_auth import QuorumAuthError, authenticate_to
@@ -130,11 +129,6 @@ class LearnerTerm(Term):
         if self.writer is not None:
             self.writer.close()
         self.close_persistence()
-
-    def carry_over(self) -> History | None:
-        """After ``close``: a learner that served hands its tree on, with every txn it logged
-        applied; one that did not (its sync unfinished) makes the next term recover from disk."""
-        return self.core.carry_over()
 
     def _tick(self) -> None:
         self._time()

@@ -7,12 +7,9 @@ the role of each term, configs, read-only service); this module recovers the dat
 each term through its role's shell (``runtime.leader_term``, ``runtime.learner_term``), plugs the
 serving pipeline (the term's, or the read-only one while looking) into the client port, and
 writes the dynamic config files. When a term ends every client connection is closed (clients
-move to another server with their session) and the core hears of it (``term_ended``).
-
-Invariants kept here: an effect that persists (an epoch file, a truncation, a snapshot) is
-complete before the next one runs; a learner's ACK of a proposal leaves only after the fsync
-that covers it (the core emits it only once ``durable`` says so); the leader counts its own ack
-only after its own fsync.
+move to another server with their session) and the core hears of it (``term_ended``), unless the
+member stops: then, as when its log cannot be written (fail-stop), the process ends and its core
+with it. Every input to the core comes after the clock it reads was set (``_time``).
 """
 
 from __future__ import annotations
@@ -262,7 +259,9 @@ class QuorumPeer(ServesClients):
                         self._elect = effect  # the run loop opens it
                     case lifecycle.Designate():
                         assert self.election is not None
-                        self.core.decided(self.election.designate(effect.leader, effect.last_zxid))
+                        decision = self.election.designate(effect.leader, effect.last_zxid)
+                        self._time()
+                        self.core.decided(decision)
                     case lifecycle.StartTerm():
                         core, host = effect.term, self._term_host()
                         self.term = LeaderTerm(host, core) if isinstance(core, LeadingCore) else LearnerTerm(host, core)
@@ -283,6 +282,7 @@ class QuorumPeer(ServesClients):
             state = recover_data_dir(self.disk, self.dirs, effect.carried, log=log.info, warn=log.warning,
                                      progress=self.recovery_progress, digest_apart=sum_in_child)
         self.recovery_progress = None
+        self._time()  # (the round's clock starts after the recovery, however long it took)
         self.core.recovered(state)
 
     def _reconfigure(self, quorum: QuorumConfig) -> None:

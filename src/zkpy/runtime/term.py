@@ -2,6 +2,11 @@
 operating system (``member.effects`` states the order they keep), the fsync worker's reports,
 the end of the term.
 
+Invariants kept here: an effect that persists (an epoch file, a truncation, a snapshot) is
+complete before the next one runs; a learner's ACK of a proposal leaves only after the fsync
+that covers it (the core emits it only once ``durable`` says so); the leader counts its own ack
+only after its own fsync.
+
 A term shell knows its server only through the ``TermHost`` it is given (``runtime.peer.QuorumPeer``
 makes one per term), so the shells and the peer do not import each other.
 

@@ -66,7 +66,8 @@ __all__ = ["Log", "ServerCore"]
 
 
 _SMALL_REPLY = 128  # a reply's expected bytes, beyond the data or child names it carries
-_CREATE_SESSION, _CLOSE_SESSION, _MULTI = int(OpNum.CREATE_SESSION), int(OpNum.CLOSE_SESSION), int(OpNum.MULTI)
+_CREATE_SESSION, _CLOSE_SESSION = int(OpNum.CREATE_SESSION), int(OpNum.CLOSE_SESSION)
+_MULTI, _ERROR = int(OpNum.MULTI), int(OpNum.ERROR)
 _SESSION_TXNS = frozenset({_CREATE_SESSION, _CLOSE_SESSION})
 _CHILD_NAME_ESTIMATE = 32  # expected bytes per child name in a getChildren reply
 
@@ -412,8 +413,11 @@ class ServerCore(Intake):
             conn.outstanding -= 1
             op = entry.op
             if op != _CREATE_SESSION:
+                # the request's own error (a learner's: not for a multi, whose results the leader
+                # settled), else an error txn's code (a learner's request the leader refused)
                 error = entry.error
-                code = int(error.code) if error is not None and (mine is not None or op != _MULTI) else 0
+                code = int(error.code) if error is not None and (mine is not None or op != _MULTI) \
+                    else rc.err if kind == _ERROR else 0
                 self._reply_write(conn, entry.xid, op, code, entry.received_ms, rc, txn)
             elif conn.state is ConnState.AWAIT_SESSION:  # a new session's createSession
                 if kind == _CREATE_SESSION:
@@ -484,7 +488,7 @@ class ServerCore(Intake):
             if line is not None:
                 self.log_peer(line[0], conn.ip, line[1])
         self._account(conn, xid, op, zxid, received_ms)
-        # replies.framed_read, inlined: once per read
+        # (the frame's length and the reply header packed at once: once per read)
         self._send_framed(conn, FRAMED_REPLY_HEADER.pack(REPLY_HEADER.size + len(response), xid, zxid, err) + response)
 
     # ---- time passes

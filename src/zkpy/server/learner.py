@@ -196,7 +196,8 @@ class LearnerServerCore(ServerCore):
         super()._session_closed(session)
         self._touched.pop(session, None)
 
-    def report_touches(self) -> None:
-        """Report the sessions seen since the last report (a `Touches` output, even if empty)."""
-        self._out.append(Touches(tuple(self._touched.items())))
+    def report_touches(self, ping: int = -1) -> None:
+        """Report the sessions seen since the last report (a `Touches` output, even if empty), for
+        the reply to the leader's PING ``ping``."""
+        self._out.append(Touches(ping, tuple(self._touched.items())))
         self._touched.clear()

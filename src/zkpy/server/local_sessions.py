@@ -117,7 +117,7 @@ class LocalSessions:
         (QuorumZooKeeperServer.checkUpgradeSession), with the upgraded session's timeout. An
         ephemeral create (or a multi holding one) of a live local session upgrades it here, when
         localSessionsUpgradingEnabled. A body that does not decode goes on (its write fails)."""
-        if session_id not in self.tracker.sessions:
+        if not self.is_local(session_id):
             return LocalWrite.GLOBAL, 0
         if op == OpCode.CLOSE_SESSION:
             return LocalWrite.CLOSE, 0

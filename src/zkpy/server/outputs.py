@@ -9,8 +9,8 @@ that ends in ``assert_never``, so a new output type fails mypy until every drive
   ``quorum_confirmed(token)``.
 * `Forward`, `Revalidate` (learner): send to the leader; its answers come back through
   ``apply_committed``, ``sync_done`` and ``revalidated``.
-* `Touches` (learner, after ``report_touches()``): the sessions its clients kept alive, for
-  the leader (in a PING).
+* `Touches` (learner, after ``report_touches(ping)``): the sessions its clients kept alive,
+  for the leader (in the reply to its PING).
 * `Relayed` (a learner member with serving processes): the leader's answer to a worker's
   request, for that worker's link.
 * `TxnApplied` (a pipeline made with ``trace=True``): a txn was applied, for the simulator's checkers.
@@ -71,9 +71,11 @@ class CheckQuorum:
 
 @dataclass(frozen=True, slots=True)
 class Touches:
-    """Learner: the sessions seen alive since the last report, with their timeouts (the answer
-    to ``report_touches()``; ZooKeeper's touch table, sent in the PING reply)."""
+    """Learner: the sessions seen alive since the last report, with their timeouts: the answer to
+    ``report_touches(ping)`` (ZooKeeper's touch table), for the reply to the leader's PING
+    ``ping`` (its zxid; -1 for a worker's own report)."""
 
+    ping: int
     sessions: tuple[tuple[int, int], ...]
 
 

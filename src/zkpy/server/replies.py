@@ -43,11 +43,6 @@ def pong(zxid: int) -> bytes:
     return REPLY_HEADER.pack(Xid.PING, zxid, 0)
 
 
-def framed_read(xid: int, zxid: int, err: int, response: bytes) -> bytes:
-    """A read's reply, framed, with its response record (empty on an error)."""
-    return FRAMED_REPLY_HEADER.pack(REPLY_HEADER.size + len(response), xid, zxid, err) + response
-
-
 def write_reply(xid: int, zxid: int, op: int, error: int, rc: TxnResult, txn: Any) -> bytes:
     """The reply to an applied write: ``error`` (non-zero) is the request's own failure (prep
     refused it, or a learner answers its client's error whatever the leader says); otherwise the

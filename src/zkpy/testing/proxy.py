@@ -24,8 +24,8 @@ comes back, resets that connection instead of passing the reply on: the request 
 the server but its client sees ConnectionLoss, the case of the recipe guide's "Recoverable
 Errors". ``lost`` counts the replies lost so far.
 
-``TcpProxy(host, port, ssl_context=server_ctx)`` terminates TLS: it accepts TLS connections from
-the client (``server_ctx`` holds the certificate) and forwards the plain bytes over TCP to the
+``TcpProxy(host, port, ssl_context=...)`` terminates TLS: it accepts TLS connections from the
+client (the context holds the server's certificate) and forwards the plain bytes over TCP to the
 server, so a TLS client can be tested against servers that speak only plain TCP.
 
 Invariant: a byte is forwarded only on a connection opened while the proxy was not cut, and

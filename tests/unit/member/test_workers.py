@@ -226,7 +226,7 @@ def test_a_learner_member_relays_its_workers_syncs_and_revalidations_to_the_lead
         ("Forward", OpCode.SET_DATA), ("Forward", OpCode.SYNC), ("Revalidate", None)]
     member.touch([(0x11, 3000)])
     member.report_touches()
-    assert Touches(((0x11, 3000),)) in member.ready()
+    assert Touches(-1, ((0x11, 3000),)) in member.ready()
     member.sync_done()
     member.revalidated(0x22, True)
     relay()

@@ -310,7 +310,7 @@ def test_learner_local_sessions_expire_there_and_are_not_reported_to_the_leader(
     learner = ens.learner.core
     assert isinstance(learner, LearnerServerCore)
     learner.report_touches()
-    assert [o for o in learner.ready() if isinstance(o, Touches)] == [Touches(())]
+    assert [o for o in learner.ready() if isinstance(o, Touches)] == [Touches(-1, ())]
     ens.advance(2500)
     assert conn.closing and len(ens.learner.core.local or ()) == 0
 
