@@ -50,8 +50,15 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         assert server.stop() == 0
         path = tmp_path_factory.mktemp("progress") / "data"
         os.rename(os.path.join(server.workdir, "data"), path)
-        for newest in sorted((path / "version-2").glob("snapshot.*"), key=lambda p: int(p.suffix[1:], 16))[-3:]:
-            newest.unlink()  # the shutdown snapshot and two before it: recovery replays ~100 txns
+        # keep the newest snapshot at least 100 txns before the last one (the server may have
+        # skipped some while one was still being written, and may have taken one at shutdown),
+        # and remove every later one: recovery loads ~100 nodes and replays 100 txns or more
+        snapshots = sorted((path / "version-2").glob("snapshot.*"), key=lambda p: int(p.suffix[1:], 16))
+        end = 300 + 1  # the session, then 300 creates
+        kept = [p for p in snapshots if int(p.suffix[1:], 16) <= end - 100]
+        assert kept and int(kept[-1].suffix[1:], 16) >= 64, [p.name for p in snapshots]
+        for later in snapshots[len(kept):]:
+            later.unlink()
     finally:
         server.cleanup()
     yield path
