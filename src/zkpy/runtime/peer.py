@@ -65,7 +65,7 @@ class QuorumPeer(ServesClients):
         self.sid = int(config.quorum.my_id)
         self.metrics = ServerMetrics()  # one registry for the process: every term's core records into it
         self.core = PeerCore(config, now_ms(), wall_ms(), metrics=self.metrics,
-                               log=lambda m: log.info("server %d: %s", self.sid, m))
+                             log=lambda m: log.info("server %d: %s", self.sid, m))
         self.recovery_progress = recovery_progress  # told how the first recovery goes
         self.disk = OsDisk(faults, config.force_sync)
         self.dirs = DataDirs.of(config.data_dir, config.data_log_dir)
@@ -307,8 +307,9 @@ class QuorumPeer(ServesClients):
     # ---- what a term needs of its server (runtime.term.TermHost) ----
 
     def _term_host(self) -> TermHost:
-        return TermHost(self.config, self.sid, self.quorum, self.disk, self.dirs, self.quorum_tls, self.write_epoch, self.serving, self.uses,
-                        self.disk_failed, self.write_client, self.activate, self.schedule_flush, self.client_ports)
+        return TermHost(self.config, self.sid, self.quorum, self.disk, self.dirs, self.quorum_tls, self.write_epoch,
+                        self.serving, self.uses, self.disk_failed, self.write_client, self.activate,
+                        self.schedule_flush, self.client_ports)
 
     def serving(self, server: ServerCore, role: str, epoch: int) -> None:
         self.clients.pipeline = server
