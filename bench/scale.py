@@ -4,18 +4,19 @@ All servers are started first and stay up (an idle one costs little); then each 
 server in turn, ``--rounds`` times with the order alternating, and the tables show each one's median
 round, so that whatever else runs on the machine falls on all of them alike. For every N of
 ``--workers`` (default 1 .. the machine's cores) a standalone zkpy server is started with
-``<--workers-key>=N`` in its zoo.cfg (default key ``serverWorkers``: the member plus N-1 processes
-sharing the client port), the znodes are created, ``--server-warmup`` s of 90/10 load run
-unmeasured, then every load of ``--loads`` (``read``: 100 % getData; ``mixed``: 90 % getData, 10 %
-setData of ``--value-size`` bytes) runs with the generator of ``python -m bench`` (``bench/workload.py``:
+``<--workers-key>=N`` in its zoo.cfg (default key ``serverWorkers``: N processes sharing the client
+port, in front of a dedicated member when N > 1), the znodes are created, ``--server-warmup`` s of
+90/10 load run unmeasured, then every load of ``--loads`` (``read``: 100 % getData; ``mixed``: 90 %
+getData, 10 % setData of ``--value-size`` bytes; ``write``: 100 % setData) runs with the generator of ``python -m bench`` (``bench/workload.py``:
 ``--processes`` x ``--sessions`` x ``--outstanding`` requests in flight, closed loop); beside them an
 Apache ZooKeeper 3.8 standalone server (``--servers``), in the same run.
 
 Server CPU is counted over the server's whole process tree: at both edges of the measured window
 the parent reads ``/proc/<pid>/stat`` of the server and of every descendant (utime + stime, plus
 cutime + cstime for children that were reaped), so worker processes and forked snapshot writers
-count. CPU-µs per op = that CPU time / the requests completed in the window. ZooKeeper is one JVM
-process: its threads are in its own figures.
+count. CPU-µs per op = that CPU time / the requests completed in the window; "member CPU-µs/op"
+is the server's main process alone (zkpy's member: its serial ceiling is 1e6 / that figure ops/s).
+ZooKeeper is one JVM process: its threads are in its own figures.
 
 On a machine with more cores, repeat with e.g. ``--workers 1,2,4,8 --processes 8``: the generator
 must not be the bottleneck (its cores are in the "gen cores" column). ``--json`` / ``--png`` default to
@@ -37,7 +38,7 @@ from zkpy.testing.servers import ServerProcess, start_apache, start_zkpy
 from . import figrun, plot
 from .workload import READ, WRITE, Target, ThroughputSpec, percentile_ms, prepare, run
 
-LOADS = {"read": 0.0, "mixed": 0.1}
+LOADS = {"read": 0.0, "mixed": 0.1, "write": 1.0}
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -115,9 +116,10 @@ def start_subject(kind: str, workers: int | None, args: argparse.Namespace) -> S
         server = start_apache()
     subject = Subject(kind, workers, server)
     try:
-        procs = _wait_processes(server, workers or 1)
+        expected = workers + 1 if workers is not None and workers > 1 else 1  # the workers and their member
+        procs = _wait_processes(server, expected)
         _log(f"{subject.label}: pid {server.proc.pid} on {server.port}, {procs} processes in its tree")
-        if procs < (workers or 1):  # e.g. a zkpy without the key warns "has no effect" and serves alone
+        if procs < expected:  # e.g. a zkpy without the key warns "has no effect" and serves alone
             _log(f"WARNING: {subject.label} has {procs} processes, not {workers}: does this zkpy honour "
                  f"{args.workers_key}? (see its log: {server.log_path}); the rows say tree_processes")
         prepare(subject.target(), args.nodes, args.value_size)
@@ -138,10 +140,11 @@ def measure(subject: Subject, load: str, args: argparse.Namespace) -> dict[str, 
                           args.value_size, args.warmup, args.duration)
     r = run("throughput", subject.target(), spec, probe)
     merged = r.merged((READ, WRITE))
-    cpu_s = per_process = window = tree = None
+    cpu_s = per_process = window = tree = member_s = None
     if r.probes is not None:
         (t0, before), (t1, after) = r.probes
         cpu_s = sum(after.values()) - sum(before.values())
+        member_s = after.get(pid, 0.0) - before.get(pid, 0.0)
         window = t1 - t0
         per_process = {str(p): round((after[p] - before.get(p, 0.0)) / window, 3) for p in after}
         tree = len(after)
@@ -152,10 +155,12 @@ def measure(subject: Subject, load: str, args: argparse.Namespace) -> dict[str, 
         "server_cores": cpu_s / window if cpu_s is not None and window else None,
         "server_cores_by_pid": per_process, "main_process_cores": r.server_cpu,
         "cpu_us_per_op": cpu_s / merged.ops * 1e6 if cpu_s is not None and merged.ops else None,
+        "member_cpu_us_per_op": member_s / merged.ops * 1e6 if member_s is not None and merged.ops else None,
         "generator_cores": r.generator_cpu, "tree_processes": tree, "load_avg": os.getloadavg()[0],
     }
     _log(f"{subject.label}, {load}: {x['ops_per_s']:,.0f} ops/s, p99 {x['p99_ms']:.2f} ms, "
-         f"server {_f(x['server_cores'])} cores ({_f(x['cpu_us_per_op'], 1)} CPU-µs/op), "
+         f"server {_f(x['server_cores'])} cores ({_f(x['cpu_us_per_op'], 1)} CPU-µs/op, member "
+         f"{_f(x['member_cpu_us_per_op'], 1)}), "
          f"generator {_f(x['generator_cores'])} cores, errors {x['errors']}")
     return x
 
@@ -184,7 +189,7 @@ def _f(x: float | None, digits: int = 2) -> str:
 
 def table(rows: list[dict[str, Any]]) -> str:
     head = ["load", "server", "serving processes", "ops/s", "vs zkpy x1", "vs ZooKeeper", "p50 ms", "p99 ms",
-            "server cores", "server CPU-µs/op", "gen cores", "errors"]
+            "server cores", "server CPU-µs/op", "member CPU-µs/op", "gen cores", "errors"]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     for load in [x for x in LOADS if any(r["load"] == x for r in rows)]:
         mine = [r for r in rows if r["load"] == load]
@@ -197,7 +202,7 @@ def table(rows: list[dict[str, Any]]) -> str:
                 f"{r['ops_per_s'] / one['ops_per_s']:.2f}x" if one and one["ops_per_s"] else "-",
                 f"{r['ops_per_s'] / zk['ops_per_s']:.2f}x" if zk and zk["ops_per_s"] else "-",
                 _f(r["p50_ms"]), _f(r["p99_ms"]), _f(r["server_cores"]), _f(r["cpu_us_per_op"], 1),
-                _f(r["generator_cores"]), str(r["errors"])]) + " |")
+                _f(r.get("member_cpu_us_per_op"), 1), _f(r["generator_cores"]), str(r["errors"])]) + " |")
     return "\n".join(lines)
 
 

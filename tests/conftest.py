@@ -36,8 +36,9 @@ def zkpy_server() -> Iterator[ServerProcess]:
 
 @pytest.fixture(scope="session")
 def zkpy_workers_server() -> Iterator[ServerProcess]:
-    """A zkpy server serving its port from 3 processes (serverWorkers): the member and 2 workers."""
-    server = start_zkpy({"serverWorkers": "3"})
+    """A zkpy server serving its port from 2 worker processes (serverWorkers) in front of a
+    dedicated member."""
+    server = start_zkpy({"serverWorkers": "2"})
     yield server
     server.cleanup()
 

@@ -225,8 +225,21 @@ class ServerConfig:
     metrics_export_jvm_info: bool = True  # metricsProvider.exportJvmInfo: here the process and platform metrics
     # read-only mode (issue 13): readonlymode.enabled, in zoo.cfg or as -Dreadonlymode.enabled in the JVM flags
     read_only_mode: bool = False  # an ensemble member cut off from its quorum serves read-only clients
-    # issue 15: processes serving the client port (the member and server_workers-1 workers, runtime.workers)
+    # processes serving the client port (runtime.workers): with 2 or more, a member process that
+    # serves no client sequences the writes behind them (issue 25)
     server_workers: int = 1  # serverWorkers (zkpy's own key; "auto": the CPUs this process may run on)
+
+    @property
+    def dedicated_member(self) -> bool:
+        """With ``serverWorkers`` >= 2 the member serves no client: its ``serverWorkers`` worker
+        processes take every connection and the member only sequences (prep, log, apply, fan-out)."""
+        return self.server_workers > 1
+
+    @property
+    def process_count(self) -> int:
+        """The server's processes: the member (process 0), and ``serverWorkers`` workers (1..N)
+        when it is dedicated. Session ids are partitioned over all of them (``member.workers``)."""
+        return self.server_workers + 1 if self.dedicated_member else 1
 
     @property
     def tick_interval_ms(self) -> int:

@@ -240,6 +240,6 @@ def test_acknowledged_writes_survive_losing_unsynced_bytes(tmp_path: object) -> 
 
 
 def test_acknowledged_writes_survive_sigkill_of_a_server_with_worker_processes(tmp_path: object) -> None:
-    """serverWorkers=2: the session writes through the member or a worker (the kernel's pick at
-    each restart); the member is killed, its worker goes with it, and nothing acknowledged is lost."""
+    """serverWorkers=2: the session writes through one of the two workers (the kernel's pick at
+    each restart); the member is killed, its workers go with it, and nothing acknowledged is lost."""
     _crash_cycles(3, (), tmp_path, {**SETTINGS, "serverWorkers": "2"})

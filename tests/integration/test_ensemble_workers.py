@@ -1,14 +1,16 @@
-"""serverWorkers on an ensemble: every member serves its client port from two processes (its
-own and one worker, fed the txns the member applies). A leader's worker forwards to the
-leader's pipeline; a follower's or an observer's is relayed to the leader through its member's
-learner link. Each test runs against the leader, a follower and an observer of a 3+1 ensemble.
+"""serverWorkers on an ensemble: every member serves its client port from two worker processes,
+fed the txns the member applies, and the member serves no client. A leader's worker forwards to
+the leader's pipeline; a follower's or an observer's is relayed to the leader through its
+member's learner link. Each test runs against the leader, a follower and an observer of a 3+1
+ensemble.
 
 Which process serves a connection is found as in tests/integration/test_server_workers.py (a new
-session's id names the process that created it: ``id % 2``).
+session's id names the process that created it: ``id % 3``, workers 1 and 2).
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 
@@ -21,6 +23,7 @@ from zkpy.testing.servers import (
     ServerProcess,
     cleanup_ensemble,
     ensemble_leader,
+    four_letter,
     server_mode,
     start_ensemble,
     wait_workers,
@@ -99,12 +102,12 @@ def test_writes_through_a_members_worker_keep_fifo_and_reach_every_member(ens: E
             r.close()
 
 
-@pytest.mark.parametrize("writer_on", [0, 1], ids=["member-writes", "worker-writes"])
+@pytest.mark.parametrize("writer_on", [1, 2], ids=["worker-1-writes", "worker-2-writes"])
 def test_a_read_on_one_of_a_members_processes_sees_a_write_acknowledged_by_the_other(ens: Ensemble,
                                                                                        writer_on: int) -> None:
     path = _path("ack")
     writer = ens.procs.raw_on(writer_on)
-    reader = ens.procs.raw_on(1 - writer_on)
+    reader = ens.procs.raw_on(3 - writer_on)
     try:
         assert writer.call(OpCode.CREATE, CreateRequest(path, b"0", OPEN, 0)).header.err == 0
         for i in range(1, 101):
@@ -120,7 +123,7 @@ def test_a_read_on_one_of_a_members_processes_sees_a_write_acknowledged_by_the_o
 def test_an_ephemeral_of_a_workers_session_goes_everywhere_when_it_closes(ens: Ensemble) -> None:
     path = _path("eph")
     owner = ens.procs.raw_on(1)
-    watchers = [ens.procs.raw_on(0)] + [RawClient("127.0.0.1", s.port) for s in ens.others]
+    watchers = [ens.procs.raw_on(2)] + [RawClient("127.0.0.1", s.port) for s in ens.others]
     try:
         assert owner.call(OpCode.CREATE, CreateRequest(path, b"", OPEN, 1)).header.err == 0
         for w in watchers:
@@ -162,3 +165,17 @@ def test_a_workers_session_lives_while_it_pings_and_expires_when_it_stops(ens: E
     finally:
         alive.close()
         silent.sock.close()
+
+
+def test_a_members_client_port_is_served_by_its_workers_alone(ens: Ensemble) -> None:
+    """The member serves no client while its term's workers do: every four-letter word is
+    answered by a worker's process and every new session is created by a worker."""
+    answered = {re.search(r"process\.id=(\d+)", four_letter(ens.target.port, "envi")).group(1)  # type: ignore[union-attr]
+                for _ in range(30)}
+    assert str(ens.target.proc.pid) not in answered and len(answered) == 2, answered
+    clients = [ens.procs.raw() for _ in range(20)]
+    try:
+        assert {ens.procs.creator(c.session_id) for c in clients} <= {1, 2}
+    finally:
+        for c in clients:
+            c.close()

@@ -28,7 +28,8 @@ OPEN = [ACL(31, Id("world", "anyone"))]
 
 @pytest.fixture(params=["zkpy", "zkpy_workers", "apache"])
 def any_server(request: pytest.FixtureRequest) -> ServerProcess:
-    """The same test against zkpy with one serving process and with three, and against Apache ZooKeeper."""
+    """The same test against zkpy with one serving process and with two workers before a dedicated
+    member, and against Apache ZooKeeper."""
     if request.param == "apache":
         from tests.conftest import require_apache
 
@@ -97,7 +98,7 @@ def fast_tick_server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
         require_apache()
         server = start_apache(settings)
     else:
-        server = start_zkpy({**settings, "serverWorkers": "3" if request.param == "zkpy_workers" else "1"})
+        server = start_zkpy({**settings, "serverWorkers": "2" if request.param == "zkpy_workers" else "1"})
     yield server
     server.cleanup()
 

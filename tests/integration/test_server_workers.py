@@ -1,9 +1,11 @@
 """The guarantees of docs/design.md §2 with a server serving its port from several processes
-(``serverWorkers``): each test runs with 1 and with 3 serving processes.
+(``serverWorkers``): each test runs with one process serving (the member) and with two worker
+processes serving in front of a dedicated member that serves no client.
 
 Which process serves a connection is the kernel's choice (SO_REUSEPORT); the tests find out:
-a new session's id names the process that created it (``id % N``, see member.workers), and a
-connection's process is the one whose ``cons`` lists it beside a connection known to be there.
+a new session's id names the process that created it (``id % (N+1)`` with N workers, see
+member.workers), and a connection's process is the one whose ``cons`` lists it beside a
+connection known to be there.
 """
 
 from __future__ import annotations
@@ -39,15 +41,18 @@ FAST_TICK = {"tickTime": "200", "minSessionTimeout": "400", "maxSessionTimeout":
 
 
 class Processes:
-    """A server and one open session per serving process (``probes[k]`` lives on process k)."""
+    """A server and one open session per serving process (``probes[k]`` lives on process k):
+    ``serving`` lists their indexes (the member, 0, alone; or the workers 1..N)."""
 
-    def __init__(self, server: ServerProcess, count: int) -> None:
+    def __init__(self, server: ServerProcess, workers: int) -> None:
         self.server = server
-        self.count = count
+        self.modulus = workers + 1 if workers > 1 else 1  # the processes session ids are spread over
+        self.serving = list(range(1, workers + 1)) if workers > 1 else [0]
+        self.first, self.last = self.serving[0], self.serving[-1]
         self.probes: dict[int, RawClient] = {}
         spare: list[RawClient] = []
         deadline = time.monotonic() + 30  # the workers listen once their replica is loaded
-        while len(self.probes) < count:
+        while len(self.probes) < len(self.serving):
             assert time.monotonic() < deadline, f"only processes {sorted(self.probes)} took connections"
             c = self.raw()
             k = self.creator(c.session_id)
@@ -65,7 +70,7 @@ class Processes:
         return int(found[-1])
 
     def creator(self, session_id: int) -> int:
-        return (session_id & 0xFFFFFFFFFFFFFFFF) % self.count
+        return (session_id & 0xFFFFFFFFFFFFFFFF) % self.modulus
 
     def raw(self, **kwargs: object) -> RawClient:
         return RawClient("127.0.0.1", self.server.port, **kwargs)  # type: ignore[arg-type]
@@ -75,7 +80,7 @@ class Processes:
         deadline = time.monotonic() + 30
         while True:
             c = self.raw(**kwargs)
-            if self.creator(c.session_id) == k % self.count:
+            if self.creator(c.session_id) == k:
                 return c
             c.close()
             assert time.monotonic() < deadline
@@ -103,7 +108,7 @@ class Processes:
             c.close()
 
 
-@pytest.fixture(params=[1, 3], ids=["1-process", "3-processes"], scope="module")
+@pytest.fixture(params=[1, 2], ids=["1-process", "2-workers"], scope="module")
 def procs(request: pytest.FixtureRequest) -> Iterator[Processes]:
     server = start_zkpy({**FAST_TICK, "serverWorkers": str(request.param)})
     p = Processes(server, request.param)
@@ -125,7 +130,7 @@ def _path(kind: str) -> str:
 
 def test_each_process_answers_pipelined_reads_after_the_sessions_own_writes(procs: Processes) -> None:
     """Per-session FIFO and read-your-writes, with the writes forwarded from a worker."""
-    for k in range(procs.count):
+    for k in procs.serving:
         root = _path(f"fifo{k}")
         c = procs.raw_on(k)
         try:
@@ -147,8 +152,8 @@ def test_each_process_answers_pipelined_reads_after_the_sessions_own_writes(proc
 
 def test_watch_event_precedes_the_read_that_shows_a_change_made_through_another_process(procs: Processes) -> None:
     path = _path("order")
-    watcher = procs.raw_on(procs.count - 1)  # a worker (the member with one process)
-    writer = procs.raw_on(0)
+    watcher = procs.raw_on(procs.last)
+    writer = procs.raw_on(procs.first)
     try:
         assert writer.call(OpCode.CREATE, CreateRequest(path, b"0", OPEN, 0)).header.err == 0
         assert watcher.call(OpCode.SYNC, SyncRequest(path)).header.err == 0
@@ -182,13 +187,13 @@ def test_a_read_on_one_process_sees_a_write_acknowledged_by_another(procs: Proce
     """With sync, as on any ZooKeeper server; without, as on one standalone server: a worker's
     read waits for what the member had applied when it arrived."""
     path = _path("sync")
-    writer = procs.raw_on(0)
-    reader = procs.raw_on(procs.count - 1)
+    writer = procs.raw_on(procs.first)
+    reader = procs.raw_on(procs.last)
     try:
         assert writer.call(OpCode.CREATE, CreateRequest(path, b"0", OPEN, 0)).header.err == 0
         # the reader's worker is stopped while the write is acknowledged, and gets the reader's
         # sync and read with the txn: whichever it takes first, the read must show the write
-        stopped = procs.pid(procs.count - 1) if procs.count > 1 else None
+        stopped = procs.pid(procs.last) if procs.last != 0 else None
         for i in range(1, 101):
             value = str(i).encode()
             if stopped is not None and i % 4 == 0:
@@ -212,8 +217,8 @@ def test_a_read_on_one_process_sees_a_write_acknowledged_by_another(procs: Proce
 
 def test_an_ephemeral_goes_on_every_process_when_its_session_closes_elsewhere(procs: Processes) -> None:
     path = _path("eph")
-    owner = procs.raw_on(procs.count - 1)
-    watchers = [procs.raw_on(k) for k in range(procs.count)]
+    owner = procs.raw_on(procs.last)
+    watchers = [procs.raw_on(k) for k in procs.serving]
     try:
         assert owner.call(OpCode.CREATE, CreateRequest(path, b"", OPEN, 1)).header.err == 0
         for w in watchers:
@@ -233,8 +238,8 @@ def test_an_ephemeral_goes_on_every_process_when_its_session_closes_elsewhere(pr
 def test_a_worker_keeps_its_sessions_alive_and_the_member_expires_them(procs: Processes) -> None:
     path = _path("expire")
     timeout_ms = 800
-    owner = procs.raw_on(procs.count - 1, timeout_ms=timeout_ms)
-    watcher = procs.raw_on(0)
+    owner = procs.raw_on(procs.last, timeout_ms=timeout_ms)
+    watcher = procs.raw_on(procs.first)
     try:
         assert owner.call(OpCode.CREATE, CreateRequest(path, b"", OPEN, 1)).header.err == 0
         alive_until = time.monotonic() + 2 * timeout_ms / 1000
@@ -260,11 +265,11 @@ def test_a_worker_keeps_its_sessions_alive_and_the_member_expires_them(procs: Pr
 
 def test_a_session_moves_between_processes_with_its_ephemeral(procs: Processes) -> None:
     path = _path("move")
-    first = procs.raw_on(procs.count - 1)
+    first = procs.raw_on(procs.last)
     sid, pw = first.session_id, first.connect_response.passwd
     assert first.call(OpCode.CREATE, CreateRequest(path, b"0", OPEN, 1)).header.err == 0
     first.sock.close()  # the connection goes, the session stays
-    seen = {procs.count - 1}
+    seen = {procs.last}
     for attempt in range(40):
         wrong = procs.raw(session_id=sid, passwd=bytes(16))
         assert wrong.connect_response.sessionId == 0  # a wrong password is refused by any process
@@ -279,10 +284,10 @@ def test_a_session_moves_between_processes_with_its_ephemeral(procs: Processes) 
             seen.add(procs.where(again))
         finally:
             again.sock.close()
-        if len(seen) == procs.count and attempt >= 2:
+        if len(seen) == len(procs.serving) and attempt >= 2:
             break
-    assert seen == set(range(procs.count))
-    check = procs.raw_on(0)
+    assert seen == set(procs.serving)
+    check = procs.raw_on(procs.first)
     try:
         assert check.call(OpCode.EXISTS, ExistsRequest(path, False)).header.err == 0  # the ephemeral lives
     finally:
@@ -315,7 +320,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_kazoo_keeps_its_session_when_a_worker_dies_and_workers_die_with_the_member() -> None:
-    server = start_zkpy({"serverWorkers": "3"})
+    server = start_zkpy({"serverWorkers": "2"})
     clients: list[KazooClient] = []
     try:
         deadline = time.monotonic() + 30
@@ -356,7 +361,7 @@ def test_writes_through_every_process_are_totally_ordered(procs: Processes) -> N
     """Compare-and-set increments and sequential creates from sessions on every process: no
     update is lost and no sequence number is given twice (linearizable writes, guarantee 1 and 4)."""
     root = _path("cas")
-    clients = [procs.raw_on(k % procs.count) for k in range(6)]
+    clients = [procs.raw_on(procs.serving[k % len(procs.serving)]) for k in range(6)]
     try:
         assert clients[0].call(OpCode.CREATE, CreateRequest(root, b"0", OPEN, 0)).header.err == 0
         names: list[str] = []
@@ -379,3 +384,23 @@ def test_writes_through_every_process_are_totally_ordered(procs: Processes) -> N
     finally:
         for c in clients:
             c.close()
+
+
+def test_a_dedicated_member_takes_no_client() -> None:
+    """With two workers every connection lands on a worker: no session is created by the member
+    (``id % 3 == 0``) and no four-letter word is answered by its process."""
+    server = start_zkpy({"serverWorkers": "2"})
+    try:
+        procs = Processes(server, 2)  # waits until both workers took a connection
+        try:
+            clients = [procs.raw() for _ in range(30)]
+            assert {procs.creator(c.session_id) for c in clients} == {1, 2}
+            for c in clients:
+                c.close()
+            answered = {re.search(r"process\.id=(\d+)", four_letter(server.port, "envi")).group(1)  # type: ignore[union-attr]
+                        for _ in range(30)}
+            assert str(server.proc.pid) not in answered and len(answered) == 2, answered
+        finally:
+            procs.close()
+    finally:
+        server.cleanup()

@@ -33,7 +33,7 @@ DEADLINE = 10.0
 
 @pytest.fixture(params=["zkpy", "zkpy_workers", "apache"])
 def any_server(request: pytest.FixtureRequest) -> ServerProcess:
-    """zkpy with one serving process and with three (serverWorkers=3), and Apache ZooKeeper."""
+    """zkpy with one serving process and with two workers (serverWorkers=2), and Apache ZooKeeper."""
     if request.param == "apache":
         from tests.conftest import require_apache
 

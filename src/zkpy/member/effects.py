@@ -106,8 +106,10 @@ class ActivateConfig:
 
 @dataclass(frozen=True, slots=True)
 class StartWorkers:
-    """The term serves with ``count`` processes (``serverWorkers``): start the other count-1 and
-    link each to ``hub`` (``attach``, ``receive``, ``detach``, by link id 1..count-1)."""
+    """The term serves with ``count`` processes (``ServerConfig.process_count``): start the other
+    count-1, the workers, and link each to ``hub`` (``attach``, ``receive``, ``detach``, by link
+    id 1..count-1). The member is dedicated from now on: it stops taking client connections and
+    drops those it had (they reconnect to a worker)."""
 
     count: int
     hub: WorkerHub

@@ -2,9 +2,10 @@
 the serving processes, and the one place where effects are collected and ordered (`effects`
 states the contract).
 
-With ``serverWorkers`` = N > 1 a term serves its client port from N processes (``member.workers``):
-once its pipeline serves, it hands out session ids ``id % N == 0`` and `StartWorkers` asks the
-shell for the other N-1, linked to the term's `WorkerHub`. Every txn the term logs is handed to
+With ``serverWorkers`` = N > 1 a term serves its client port from N worker processes
+(``member.workers``) and the member serves no client: once its pipeline serves, `StartWorkers`
+asks the shell for the N workers, linked to the term's `WorkerHub`, and session ids are
+partitioned over the N+1 processes (the member's share, ``id % (N+1) == 0``, stays unused). Every txn the term logs is handed to
 the hub, which sends it on to the workers once the term applied it; each batch of effects that
 applied txns opens with `PublishApplied` and ends with the links' `ToWorker` bytes.
 """
@@ -189,11 +190,11 @@ class TermCore:
 
     def _start_workers(self, pipeline: LeaderServerCore | LearnerServerCore,
                        logged: Sequence[tuple[int, bytes]] = ()) -> None:
-        """The pipeline serves: with ``serverWorkers`` > 1 its workers start over the tree as it
+        """The pipeline serves: with a dedicated member its workers start over the tree as it
         is now; ``logged``: txns logged before it served and not applied yet (a learner's)."""
-        count = self.config.server_workers
-        if count <= 1:
+        if not self.config.dedicated_member:
             return
+        count = self.config.process_count
         pipeline.sessions.partition(0, count)
         self.hub = WorkerHub(pipeline)
         self.hub.proposed([zxid for zxid, _ in logged], [data for _, data in logged])

@@ -331,7 +331,14 @@ class ClientPort:
     ``reuse_port``: the listeners set SO_REUSEPORT, so the processes of one server
     (``serverWorkers``, ``runtime.workers``) listen on the same ports and the kernel spreads
     new connections over them; ``before_input`` is called before the pipeline takes a client's input
-    (a worker reads the member's applied zxid there: ``ServerCore.read_barrier``)."""
+    (a worker reads the member's applied zxid there: ``ServerCore.read_barrier``).
+
+    With ``reuse_port`` the ports are first reserved: bound, never listening, for as long as the
+    port lives (``reserve``). A dedicated member (``ServerConfig.dedicated_member``) holds only the
+    reservation while its workers serve, so the kernel hands it no connection, and the port stays
+    its own (a clientPort of 0 keeps its number) when it listens again (``stop_listening``,
+    ``listen``): an ensemble member serves four-letter words between terms and read-only
+    clients."""
 
     def __init__(self, config: ServerConfig, view: ServerView, on_input: Callable[[], None],
                  reuse_port: bool = False) -> None:
@@ -356,40 +363,80 @@ class ClientPort:
             self.tls_context = server_context(config.tls)
         self._server: asyncio.base_events.Server | None = None
         self._secure_server: asyncio.base_events.Server | None = None
+        self._reserved: dict[bool, asyncio.base_events.Server] = {}  # secure? -> bound, not listening
 
     def log_peer(self, write: Callable[[str], None], kind: str, ip: str, message: str) -> None:
         """Log a line a peer can make us repeat, rate-limited per ``kind`` and ``ip``."""
         self.limiter.log(write, kind, ip, now_ms(), message)
 
+    async def reserve(self) -> None:
+        """Bind the ports without listening (``reuse_port`` only): the port numbers are known
+        and the port is this server's; the kernel hands connections only to listeners."""
+        assert self.reuse_port
+        if self._reserved:
+            return
+        for address, port, secure in self._addresses():
+            self._reserved[secure] = await self._bind(address, port, secure, start_serving=False)
+
     async def listen(self) -> None:
-        loop = asyncio.get_running_loop()
+        """Listen on the ports (on the reserved port numbers, with ``reuse_port``); a no-op
+        while listening."""
+        if self._server is not None or self._secure_server is not None:
+            return
+        if self.reuse_port:
+            await self.reserve()
+        for address, port, secure in self._addresses():
+            reserved = self._reserved.get(secure)
+            if reserved is not None and reserved.sockets:
+                port = int(reserved.sockets[0].getsockname()[1])
+            server = await self._bind(address, port, secure, start_serving=True)
+            if secure:
+                self._secure_server = server
+                log.info("serving TLS clients on %s:%d", address, self.secure_port)
+            else:
+                self._server = server
+
+    def stop_listening(self) -> None:
+        """Take no more connections and drop those taken (the reservation stays): a dedicated
+        member's workers serve the port now."""
+        for server in (self._server, self._secure_server):
+            if server is not None:
+                server.close()
+        self._server = self._secure_server = None
+        self.drop_all()
+
+    def _addresses(self) -> list[tuple[str, int, bool]]:
+        """(address, port, secure) of each port configured."""
         config = self.config
+        found = []
         if config.client_port_enabled:
-            self._server = await loop.create_server(lambda: ClientProtocol(self), config.client_port_address,
-                                                    config.client_port, reuse_address=True,
-                                                    reuse_port=self.reuse_port or None,
-                                                    backlog=self.listen_backlog)
+            found.append((config.client_port_address, config.client_port, False))
         if config.secure_client_port is not None and self.tls_context is not None:
-            address = config.secure_client_port_address or config.client_port_address
-            self._secure_server = await loop.create_server(lambda: ClientProtocol(self, secure=True), address,
-                                                           config.secure_client_port, reuse_address=True,
-                                                           reuse_port=self.reuse_port or None,
-                                                           backlog=self.listen_backlog)
-            log.info("serving TLS clients on %s:%d", address, self.secure_port)
+            found.append((config.secure_client_port_address or config.client_port_address,
+                          config.secure_client_port, True))
+        return found
+
+    async def _bind(self, address: str, port: int, secure: bool, start_serving: bool) -> asyncio.base_events.Server:
+        loop = asyncio.get_running_loop()
+        return await loop.create_server(lambda: ClientProtocol(self, secure=secure), address, port,
+                                        reuse_address=True, reuse_port=self.reuse_port or None,
+                                        backlog=self.listen_backlog, start_serving=start_serving)
 
     @property
     def secure_port(self) -> int | None:
-        """The TLS port listened on (``secureClientPort`` before ``listen``; None without one)."""
-        if self._secure_server is None or not self._secure_server.sockets:
+        """The TLS port bound (``secureClientPort`` before ``listen``; None without one)."""
+        server = self._secure_server or self._reserved.get(True)
+        if server is None or not server.sockets:
             return self.config.secure_client_port
-        return int(self._secure_server.sockets[0].getsockname()[1])
+        return int(server.sockets[0].getsockname()[1])
 
     @property
     def port(self) -> int:
-        """The port listened on (``clientPort`` before ``listen``)."""
-        if self._server is None or not self._server.sockets:
+        """The port bound (``clientPort`` before ``listen``)."""
+        server = self._server or self._reserved.get(False)
+        if server is None or not server.sockets:
             return self.config.client_port
-        return int(self._server.sockets[0].getsockname()[1])
+        return int(server.sockets[0].getsockname()[1])
 
     @property
     def connection_count(self) -> int:
@@ -411,7 +458,7 @@ class ClientPort:
                     proto.transport.close()
 
     async def close(self) -> None:
-        servers = [s for s in (self._server, self._secure_server) if s is not None]
+        servers = [s for s in (self._server, self._secure_server, *self._reserved.values()) if s is not None]
         for server in servers:
             server.close()
         self.drop_all()

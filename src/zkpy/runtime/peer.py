@@ -69,8 +69,8 @@ class QuorumPeer(ServesClients):
         self.recovery_progress = recovery_progress  # told how the first recovery goes
         self.disk = OsDisk(faults, config.force_sync)
         self.dirs = DataDirs.of(config.data_dir, config.data_log_dir)
-        # serverWorkers > 1: while this member serves, worker processes share its client port
-        self.clients = ClientPort(config, self, self.schedule_flush, reuse_port=config.server_workers > 1)
+        # serverWorkers > 1: while a term serves, its worker processes take the client port
+        self.clients = ClientPort(config, self, self.schedule_flush, reuse_port=config.dedicated_member)
         self.quorum_tls = quorum_tls(config.quorum_tls)  # sslQuorum (raises TlsConfigError; the CLI checks first)
         self.persistence: Persistence | None = None
         self.trace_mask = DEFAULT_TRACE_MASK
@@ -229,6 +229,10 @@ class QuorumPeer(ServesClients):
             await term.close_workers()  # their clients were dropped with close(): wait for them to exit
         if stopping.done() or self.failure is not None:
             return  # (the core stops with the loop: a member that stops recovers nothing)
+        try:
+            await self.clients.listen()  # a dedicated member's workers are gone: four-letter words, read-only
+        except OSError as exc:
+            log.error("server %d: cannot listen on the client port again: %s", self.sid, exc)
         self._time()
         self.core.term_ended(crashed=crashed)
         self._pump()
@@ -309,7 +313,7 @@ class QuorumPeer(ServesClients):
     def _term_host(self) -> TermHost:
         return TermHost(self.config, self.sid, self.quorum, self.disk, self.dirs, self.quorum_tls, self.write_epoch,
                         self.serving, self.uses, self.disk_failed, self.write_client, self.activate,
-                        self.schedule_flush, self.client_ports)
+                        self.schedule_flush, self.client_ports, self.clients.stop_listening)
 
     def serving(self, server: ServerCore, role: str, epoch: int) -> None:
         self.clients.pipeline = server

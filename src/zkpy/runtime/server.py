@@ -5,10 +5,10 @@ per turn writes the turn's new txns to the log (group commit) and every connecti
 with one ``write`` per connection. When the log's fsync reports txns durable, they are applied and
 answered (then flushed again): a write's reply never leaves before its fsync.
 
-With ``serverWorkers`` = N > 1 this process is the member of N serving processes
-(``runtime.workers``): its pipeline is a leader's (it also preps what the workers forward), it
-hands out session ids ``id % N == 0``, listens with SO_REUSEPORT, and sends each applied txn to
-the workers right after applying it (``member.workers.WorkerHub``).
+With ``serverWorkers`` = N > 1 this process is a dedicated member behind N worker processes
+(``runtime.workers``): it serves no client (it only reserves the client port, which the workers
+listen on with SO_REUSEPORT); its pipeline is a leader's, which preps what the workers forward,
+and it sends each applied txn to the workers right after applying it (``member.workers.WorkerHub``).
 """
 
 from __future__ import annotations
@@ -62,21 +62,20 @@ class ZkServer(ServesClients):
         tree = self.recovered.tree
         log.info("recovered zxid 0x%x, %d znodes, %d sessions, digest 0x%x in %.2fs", tree.last_processed_zxid,
                  tree.node_count(), len(tree.sessions), tree.digest, recovery_s)
-        workers = config.server_workers
         self.hub: WorkerHub | None = None
         self.workers: WorkerPool | None = None
-        if workers > 1:
+        if config.dedicated_member:
             leader = LeaderServerCore(config, now_ms(), wall_ms(), log=log.info, tree=tree)
-            leader.sessions.partition(0, workers)
+            leader.sessions.partition(0, config.process_count)
             self.core: ServerCore = leader
             self.hub = WorkerHub(leader)
-            self.workers = WorkerPool(config, workers, self.hub, self.schedule_flush)
+            self.workers = WorkerPool(config, config.process_count, self.hub, self.schedule_flush)
         else:
             self.core = ServerCore(config, now_ms(), wall_ms(), log=log.info, tree=tree)
         self.core.metrics.record("dbinittime", int(recovery_s * 1000))
         self.persistence = Persistence(config, self.disk, self.dirs)
         self.persistence.metrics = self.core.metrics
-        self.clients = ClientPort(config, self, self.schedule_flush, reuse_port=workers > 1)
+        self.clients = ClientPort(config, self, self.schedule_flush, reuse_port=config.dedicated_member)
         self.clients.pipeline = self.core
         self.trace_mask = DEFAULT_TRACE_MASK  # gtmk/stmk; zkpy does no tracing
         self._flush_scheduled = False
@@ -115,8 +114,10 @@ class ZkServer(ServesClients):
         # a client that reaches the server (a readiness probe) finds them up too.
         await self.admin.start()  # a port it cannot bind costs a log line, not the server
         await self.metrics_endpoint.start()  # likewise
-        await self.clients.listen()
-        if self.workers is not None:
+        if self.workers is None:
+            await self.clients.listen()
+        else:  # the workers listen, once their replicas are loaded
+            await self.clients.reserve()
             secure = self.clients.secure_port if self.config.secure_client_port is not None else None
             self.workers.start(self.port, secure)
         log.info("binding to port %s:%d", self.config.client_port_address, self.port)

@@ -11,10 +11,10 @@ A term shell knows its server only through the ``TermHost`` it is given (``runti
 makes one per term), so the shells and the peer do not import each other.
 
 With ``serverWorkers`` = N > 1 the core asks for the term's worker processes (`StartWorkers`:
-``runtime.workers`` spawns N-1 and links them to the core's hub), publishes the applied zxid
-they read (`PublishApplied`) and hands out their links' bytes (`ToWorker`). When the term ends
-the workers' links are closed: they drop their clients and exit, as the member's own clients
-are dropped.
+``runtime.workers`` spawns N and links them to the core's hub, and the member stops taking
+clients: ``TermHost.dedicate``), publishes the applied zxid they read (`PublishApplied`) and hands
+out their links' bytes (`ToWorker`). When the term ends the workers' links are closed: they drop
+their clients and exit, and the member listens again (four-letter words, read-only clients).
 """
 
 from __future__ import annotations
@@ -65,7 +65,8 @@ class TermHost:
     write_client: Callable[[Connection], None]  # a client connection's output
     activate: Callable[[QuorumConfig], None]  # a config the term made active
     schedule_flush: Callable[[], None]  # client input arrived: flush at the end of the loop's turn
-    client_ports: Callable[[], tuple[int, int | None]]  # where the term's workers listen too
+    client_ports: Callable[[], tuple[int, int | None]]  # where the term's workers listen
+    dedicate: Callable[[], None]  # the workers serve the client port: the member takes no client
 
 
 class Term:
@@ -125,6 +126,7 @@ class Term:
                 self.workers = WorkerPool(self.host.config, effect.count, effect.hub, self.host.schedule_flush,
                                           mode=self.role, leader_id=self._leader_id())
                 self.workers.start(*self.host.client_ports())
+                self.host.dedicate()
             case fx.ActivateConfig():
                 self.host.activate(effect.quorum)
             case fx.EndTerm():

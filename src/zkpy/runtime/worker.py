@@ -82,7 +82,7 @@ class Hello:
 
     config: ServerConfig  # with the client ports the member bound (clientPort=0 became a real port)
     index: int  # 1 .. count-1 (the member is 0)
-    count: int  # serving processes in all
+    count: int  # the server's processes: the member and its workers
     log_level: int
     log_file: str | None = None  # the member's log file (--log-dir), appended to by the worker too
     log_formatter: logging.Formatter | None = None  # the member's formatter (text or JSON)

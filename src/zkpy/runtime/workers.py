@@ -1,4 +1,4 @@
-"""The member's worker processes (``serverWorkers`` = N > 1): spawn N-1, link, feed, restart.
+"""A dedicated member's worker processes (``serverWorkers`` = N > 1): spawn N, link, feed, restart.
 
 Each worker is ``python -m zkpy.runtime.worker FD ZXID_FD`` with one end of a Unix socket pair as
 its link (no port, no path: only the two processes hold it) and the shared map of the member's
@@ -67,7 +67,8 @@ class _Link(asyncio.Protocol):
 
 
 class WorkerPool:
-    """The N-1 workers of a server; ``on_input`` asks the owner to flush (pipeline and links)."""
+    """The workers 1..count-1 of a server whose member is process 0; ``on_input`` asks the owner
+    to flush (pipeline and links)."""
 
     def __init__(self, config: ServerConfig, count: int, hub: WorkerHub, on_input: Callable[[], None],
                  mode: str = "standalone", leader_id: int = -1) -> None:
@@ -91,8 +92,8 @@ class WorkerPool:
         self.loop = asyncio.get_running_loop()
         self._config = dataclasses.replace(self.config, client_port=port, secure_client_port=secure_port,
                                            admin_enabled=False, metrics_prometheus=False)
-        log.info("serving the client port from %d processes (serverWorkers=%d): this one and %d worker%s",
-                 self.count, self.count, self.count - 1, "s" if self.count > 2 else "")
+        log.info("serving the client port from %d worker processes (serverWorkers=%d); this member serves "
+                 "no client", self.count - 1, self.config.server_workers)
         for index in range(1, self.count):
             self._spawn(index)
 

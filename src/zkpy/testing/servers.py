@@ -185,12 +185,13 @@ def start_zkpy(settings: Mapping[str, str | None] | None = None, ready_s: float 
 
 
 def wait_workers(server: ServerProcess, count: int, deadline_s: float) -> None:
-    """Wait until each worker of a server with ``serverWorkers`` = ``count`` listens (it logs so)."""
+    """Wait until each worker of a server with ``serverWorkers`` = ``count`` > 1 listens (it logs
+    so): workers 1..count, in front of the member."""
     deadline = time.monotonic() + deadline_s
-    while not all(f"[worker {k}] serving " in (text := server.log()) for k in range(1, count)):
+    while not all(f"[worker {k}] serving " in (text := server.log()) for k in range(1, count + 1)):
         if server.proc.poll() is not None or time.monotonic() > deadline:
             server.cleanup()
-            raise RuntimeError(f"zkpy server's {count - 1} workers did not all listen within {deadline_s}s:\n"
+            raise RuntimeError(f"zkpy server's {count} workers did not all listen within {deadline_s}s:\n"
                                f"{text[-4000:]}")
         time.sleep(0.05)
 

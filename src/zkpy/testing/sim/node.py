@@ -445,21 +445,22 @@ class SimNode:
     # ------------------------------------------------------------ clients
 
     def pipeline_for_client(self) -> ServerCore | None:
-        """The pipeline a client connecting now gets: one of the term's serving processes (the
-        member's, or a worker's, as the kernel spreads connections over them) while it serves,
-        else the read-only one while that serves, else none."""
+        """The pipeline a client connecting now gets while a term serves: the member's, or with
+        a dedicated member one of the workers whose replica is loaded (the kernel spreads
+        connections over them; none listens before), else the read-only one while that serves,
+        else none."""
         if not self.alive or self.paused:
             return None
         term = self.term
         if self.serving:
             assert term is not None and term.pipeline is not None
-            pipelines = [term.pipeline, *(w.pipeline for w in term.workers if w.pipeline is not None)]
-            if len(pipelines) == 1:
-                return pipelines[0]
-            chosen = self.c.rng.choice(pipelines)
-            if chosen is not term.pipeline:
-                self.c.stats["client_on_worker"] += 1
-            return chosen
+            if not term.workers:
+                return term.pipeline
+            pipelines = [w.pipeline for w in term.workers if w.pipeline is not None]
+            if not pipelines:
+                return None
+            self.c.stats["client_on_worker"] += 1
+            return self.c.rng.choice(pipelines)
         return self.core.read_only if self.core is not None else None
 
     def serves(self, pipeline: ServerCore) -> bool:
