@@ -1,6 +1,6 @@
 """CPU per write in process: ``ServerCore`` driven as the standalone shell drives it, no sockets.
 
-``PYTHONPATH=<src> python -m bench.writecpu [set|create|multi|get] [--runs N]``
+``PYTHONPATH=<src> python -m bench.writecpu [set|create|multi|get|member] [--runs N]``
 
 32 connections each send 8 requests per turn (setData of 1 KiB on 1,000 znodes, or 4 creates of
 1 KiB and their 4 deletes); the turn's txns are encoded for the log as the shell does
@@ -10,6 +10,10 @@ is the bulk load's shape instead (``bench.bulkload``): one connection sends a mu
 creates of 50 bytes per turn, the children of one of the 1,000 znodes, and the figure is per create, over
 120 turns after 5 unmeasured ones. ``get`` measures reads the same way: 8 getData of the 1 KiB
 znodes per connection and turn, the figure per read. With
+``member`` is a dedicated member's share of the same setData load (``serverWorkers=2``): the 32
+connections are on two in-process workers (``member.workers.WorkerFeed``) and the figure counts
+only what the member does, as its shell does it: the workers' REQUEST bytes into its hub, prep,
+the log's framing, apply, and the INFORM bytes out (the workers' CPU is left out). With
 ``--runs`` it is repeated and the minimum and median printed (on a shared machine the minimum is
 the figure to compare: other jobs only add to it). The collector runs with a server process's
 thresholds (``zkpy.runtime.gcpolicy``). Point PYTHONPATH at another checkout's src to
@@ -27,7 +31,7 @@ from collections.abc import Sequence
 from zkpy.config import ServerConfig
 from zkpy.server.core import ServerCore
 from zkpy.server.outputs import Output, Propose
-from zkpy.storage.txnlog import encode_entry
+from zkpy.storage.txnlog import encode_entry, encode_payload, frame_payload
 from zkpy.wire.consts import OpCode
 from zkpy.wire.jute import INT, Record
 from zkpy.wire.multi import Op, write_multi_request
@@ -129,6 +133,90 @@ class Driver:
         return len(txns) if mode != "get" else len(self.conns) * 8
 
 
+class MemberDriver:
+    """A dedicated member (a leader's pipeline and its hub) and two workers, in one process."""
+
+    def __init__(self) -> None:
+        from zkpy.member.workers import WorkerFeed, WorkerHub
+        from zkpy.server.leader import LeaderServerCore
+
+        config = ServerConfig(server_workers=2)
+        now, wall = 1_000_000, 1_700_000_000_000
+        self.member = LeaderServerCore(config, now, wall)
+        self.member.sessions.partition(0, config.process_count)
+        self.hub = WorkerHub(self.member)
+        self.workers = [WorkerFeed(config, k, config.process_count, now, wall) for k in (1, 2)]
+        for k in (1, 2):
+            self.hub.attach(k)
+        self.member_s = 0.0
+        self.exchange()  # the SNAPs
+        self.conns = []
+        for i in range(CONNECTIONS):
+            pipeline = self.workers[i % 2].pipeline
+            assert pipeline is not None
+            conn = pipeline.open(i + 1, "127.0.0.1", 40000 + i)
+            payload = ConnectRequest(0, 0, 10000, 0, bytes(16)).to_bytes() + b"\x00"
+            pipeline.receive(conn, INT.pack(len(payload)) + payload)
+            self.conns.append((pipeline, conn))
+        self.settle()
+        pipeline, conn = self.conns[0]
+        pipeline.receive(conn, _frame(1, OpCode.CREATE, CreateRequest("/bench", b"", OPEN, 0)))
+        pipeline.receive(conn, b"".join(
+            _frame(2 + i, OpCode.CREATE, CreateRequest(f"/bench/n{i:06d}", VALUE, OPEN, 0)) for i in range(1000)))
+        self.settle()
+        rng = random.Random(1)
+        self.set_frames = [_frame(100 + k, OpCode.SET_DATA, SetDataRequest(f"/bench/n{rng.randrange(1000):06d}", VALUE, -1))
+                           for k in range(64)]
+
+    def exchange(self) -> int:
+        """The workers' bytes to the member, its whole turn (timed), its bytes back; the txns."""
+        sent = [w.ready()[0] for w in self.workers]
+        t0 = time.process_time()
+        hub, member = self.hub, self.member
+        for k, data in enumerate(sent, 1):
+            if data:
+                hub.receive(k, data)
+        n = 0
+        while proposed := [o for o in member.ready() if isinstance(o, Propose)]:
+            payloads = [encode_payload(p.hdr, p.txn, p.body) for p in proposed]
+            b"".join([frame_payload(x) for x in payloads])  # the log's records
+            hub.proposed([p.hdr.zxid for p in proposed], payloads)
+            member.apply_persisted(len(proposed))
+            hub.applied(len(proposed))
+            n += len(proposed)
+        back = hub.take()
+        self.member_s += time.process_time() - t0
+        for k, data in back:
+            self.workers[k - 1].receive(data)
+        return n
+
+    def settle(self) -> None:
+        while self.exchange():
+            pass
+        for w in self.workers:
+            for c in w.ready()[1]:
+                c.take_output()
+
+    def turn(self, _mode: str, _xid0: int | bytes) -> int:
+        for ci, (pipeline, conn) in enumerate(self.conns):
+            pipeline.receive(conn, b"".join(self.set_frames[(ci * 8 + j) % 64] for j in range(8)))
+        n = self.exchange()
+        for w in self.workers:
+            for c in w.ready()[1]:
+                b"".join(c.take_output())
+        return n
+
+
+def measure_member() -> float:
+    """The member's µs of CPU per forwarded setData over ``TURNS`` turns, after 20 unmeasured."""
+    d = MemberDriver()
+    for _ in range(20):
+        d.turn("member", 0)
+    d.member_s = 0.0
+    n = sum(d.turn("member", 0) for _ in range(TURNS))
+    return d.member_s * 1e6 / n
+
+
 def measure(mode: str) -> float:
     """µs of CPU per write (per create of a multi) over ``TURNS`` (``MULTI_TURNS``) turns, after
     20 (5) unmeasured ones."""
@@ -159,10 +247,10 @@ def _tune_collector() -> None:
 def main() -> None:
     _tune_collector()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mode", nargs="?", choices=("set", "create", "multi", "get"), default="set")
+    parser.add_argument("mode", nargs="?", choices=("set", "create", "multi", "get", "member"), default="set")
     parser.add_argument("--runs", type=int, default=1)
     args = parser.parse_args()
-    figures = sorted(measure(args.mode) for _ in range(args.runs))
+    figures = sorted(measure_member() if args.mode == "member" else measure(args.mode) for _ in range(args.runs))
     print(f"{args.mode}: µs CPU per {'read' if args.mode == 'get' else 'write'}: min {figures[0]:.2f}, median {statistics.median(figures):.2f} "
           f"({', '.join(f'{f:.2f}' for f in figures)})")
 

@@ -315,15 +315,18 @@ class ServerCore(Intake):
             error = error or BadArgumentsError("createSession from a client")
         self._propose(op, request, conn, xid, conn.session_id, error, ephemeral_error=ephemeral_error, body=body)
 
-    def _decode_write(self, op: int, body: bytes, origin: Connection | str) -> tuple[Any, ZookeeperError | None]:
+    def _decode_write(self, op: int, body: bytes, origin: Connection | int) -> tuple[Any, ZookeeperError | None]:
         """The request record of a write, or a MarshallingError if it does not decode; ``origin``
-        (a client's connection, or words naming the sender) is only formatted for the log line."""
+        (a client's connection, or the session of a learner's request) is only formatted for the
+        log line."""
         try:
             return decode_write(op, body), None
         except DECODE_ERRORS as exc:
             if isinstance(origin, Connection):
-                origin = f"{origin.ip}:{origin.port}"
-            self.log_peer("undecodable", origin.rsplit(":", 1)[0], f"failed to decode {OP_NAMES.get(op, op)} from {origin}: {exc}")
+                sender, ip = f"{origin.ip}:{origin.port}", origin.ip
+            else:
+                sender = ip = f"learner request for 0x{long_hex(origin)}"
+            self.log_peer("undecodable", ip, f"failed to decode {OP_NAMES.get(op, op)} from {sender}: {exc}")
             return None, MarshallingError()
 
     def _propose(self, op: int, request: Any, conn: Connection | None, xid: int, session: int,

@@ -58,8 +58,8 @@ class LeaderServerCore(ServerCore):
             self._propose(OpCode.CREATE_SESSION, timeout, None, cxid, session, None, list(auth))
             return
         self.sessions.touch(session, self.now_ms)
-        request, error = self._decode_write(op, body, f"learner request for 0x{long_hex(session)}")
-        self._propose(op, request, None, cxid, session, error, list(auth))
+        request, error = self._decode_write(op, body, session)
+        self._propose(op, request, None, cxid, session, error, list(auth), body=body)
 
     def quorum_confirmed(self, token: int) -> None:
         """The quorum check for a local sync passed."""

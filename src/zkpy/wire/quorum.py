@@ -56,7 +56,7 @@ from enum import IntEnum
 
 from zkpy.errors import ProtocolError
 
-from .jute import INT, LONG, Buffer, Int, Long, Record, jute_record
+from .jute import INT, LONG, Buffer, Int, Long, Record, jute_record, read_ustring
 from .proto import Id
 
 
@@ -121,8 +121,8 @@ def read_quorum_packet(buf: bytes | memoryview, pos: int, max_buffer: int) -> tu
 
     The learner port has no frames, so completeness is judged from the record's own lengths.
     ProtocolError when a buffer or string length is below -1 or above ``max_buffer`` (as jute's
-    checkLength), or the authinfo count is negative other than -1. A packet without authinfo
-    (every packet of the broadcast phase) is built straight from the lengths just checked."""
+    checkLength), or the authinfo count is negative other than -1. The packet is built straight
+    from the lengths just checked (its authinfo's Ids too: a REQUEST carries its session's)."""
     end = len(buf)
     p = _skip_length(buf, pos + 12, end, max_buffer)  # type, zxid, then data
     if p is None or end - p < 4:
@@ -137,13 +137,19 @@ def read_quorum_packet(buf: bytes | memoryview, pos: int, max_buffer: int) -> tu
         typ, zxid, n = _PACKET_HEAD.unpack_from(buf, pos)
         data = None if n < 0 else bytes(buf[pos + 16 : pos + 16 + n])
         return QuorumPacket(typ, zxid, data, []), p
-    for _ in range(2 * count):  # scheme and id of each Id
-        p = _skip_length(buf, p, end, max_buffer)
-        if p is None:
+    ids = []
+    for _ in range(count):
+        scheme = p
+        at = _skip_length(buf, p, end, max_buffer)
+        if at is None:
             return None
-    if p > end:
-        return None
-    return QuorumPacket.read(buf, pos)
+        after = _skip_length(buf, at, end, max_buffer)
+        if after is None or after > end:
+            return None
+        ids.append(Id(read_ustring(buf, scheme)[0], read_ustring(buf, at)[0]))
+        p = after
+    typ, zxid, n = _PACKET_HEAD.unpack_from(buf, pos)
+    return QuorumPacket(typ, zxid, None if n < 0 else bytes(buf[pos + 16 : pos + 16 + n]), ids), p
 
 
 _PACKET_HEAD = struct.Struct(">iqi")  # a QuorumPacket's type, zxid and data length
