@@ -56,7 +56,8 @@ ACTIONS = ("start", "stop", "status", "restart")
 @click.option("--data-dir", "data_dir", help="dataDir (default ./zkpy-data)")
 @click.option("--tick-ms", "tick_ms", type=int, help="tickTime in ms (default 2000)")
 @click.option("--server-workers", "server_workers", metavar="N|auto",
-              help="serverWorkers: processes serving the client port (default 1; auto: one per CPU)")
+              help="serverWorkers: processes serving the client port (default 1; auto: one per CPU; "
+                   "with 2 or more, a dedicated member process serves none)")
 @click.option("--4lw", "four_letter_words", help="4lw.commands.whitelist, comma separated ('*' for all)")
 @click.option("--extended-types/--no-extended-types", default=None, help="enable TTL nodes (extendedTypesEnabled)")
 @click.option("--enforce-quota/--no-enforce-quota", default=None,

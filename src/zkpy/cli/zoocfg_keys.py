@@ -245,11 +245,13 @@ KEYS: dict[str, KeyRule] = {
     "zookeeper.nio.numSelectorThreads": _none(_JVM + "; serverWorkers spreads clients over processes"),
     "zookeeper.nio.numWorkerThreads": _none(_JVM + "; serverWorkers spreads clients over processes"),
     "serverWorkers": _honoured("zkpy's own key: how many processes serve the client port (default 1; "
-                               "'auto': one per CPU). The member recovers the data dir, owns the txn log and "
-                               "serves; serverWorkers-1 worker processes each hold a replica fed like an "
-                               "observer, share the port with SO_REUSEPORT and forward writes and sessions "
-                               "to it; an ensemble member in any role starts fresh workers each term (a "
-                               "follower's or observer's relayed to the leader through it)", "server_workers"),
+                               "'auto': one per CPU). With 1 the server is one process; with N > 1, N worker "
+                               "processes each hold a replica fed like an observer, share the port with "
+                               "SO_REUSEPORT and forward writes and sessions to a dedicated member process, "
+                               "which serves no client: it recovers the data dir, owns the txn log and "
+                               "sequences every write; an ensemble member in any role starts fresh workers "
+                               "each term (a follower's or observer's relayed to the leader through it)",
+                               "server_workers"),
     "zookeeper.commitProcessor.numWorkerThreads": _none(_JVM),
     "zookeeper.commitProcessor.maxReadBatchSize": _none(_JVM),
     "zookeeper.commitProcessor.maxCommitBatchSize": _none(_JVM),
