@@ -262,6 +262,7 @@ class WorkerFeed:
                     raise LinkError("an unreadable SNAP")
                 tree = got[0]
                 tree.last_processed_zxid = p.zxid
+                tree.drop_digest()  # the member keeps it
                 self.pipeline = LearnerServerCore(self.config, self.now_ms, self.wall_ms, log=self.log, tree=tree)
                 self.pipeline.sessions.partition(self.index, self.count)
                 loaded = True

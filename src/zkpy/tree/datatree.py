@@ -5,7 +5,8 @@ Invariants owned here:
   (parent cversion/pzxid move only forward, creates of existing nodes and deletes of
   missing ones are tolerated on replay);
 - ``digest`` is the sum of ZooKeeper's per-node CRC32 digests (DigestCalculator), kept
-  incrementally, nodes under ``/zookeeper/`` excluded;
+  incrementally, nodes under ``/zookeeper/`` excluded (unless ``drop_digest`` was called: a
+  worker's replica, whose member keeps the digest);
 - firing a watch only queues ``WatchEvent``s in ``events``; the server delivers them;
 - quota usage (``quota``): every create, delete and setData under a quota root moves that
   root's ``zookeeper_stats`` in the same apply, and loading a tree (``setup_quotas``) recounts
@@ -164,6 +165,10 @@ def node_share(path: str, data: bytes | None, czxid: int, mzxid: int, pzxid: int
     return zlib.crc32(DIGEST_STAT.pack(czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, owner), crc)
 
 
+def _no_digest(path: str, node: Node) -> None:
+    """A tree's digest step once it keeps none (``DataTree.drop_digest``)."""
+
+
 class DataTree:
     """The in-memory database every replica holds."""
 
@@ -239,6 +244,15 @@ class DataTree:
 
     _rehash_parent = _rehash  # a parent after a child's create or delete (deferred while replaying)
 
+    digest_kept = True  # False after drop_digest
+
+    def drop_digest(self) -> None:
+        """Keep no digest from now on: a dedicated member's worker reports none (the member
+        keeps it), so its replica need not pay a CRC per change. ``digest`` stays 0."""
+        self.digest_kept = False
+        self.digest = 0
+        self._unhash = self._rehash = self._rehash_parent = _no_digest  # type: ignore[method-assign]
+
     # ---- deferred parent digests (replay) ----
     # A replayed create rehashes its parent; a parent of a thousand children would be hashed a
     # thousand times. While deferring, a parent that changed leaves the total once (its digest
@@ -248,7 +262,7 @@ class DataTree:
     def defer_parent_digests(self) -> None:
         """Until ``settle_digests``, hash changed parents once, not per child; ``digest`` is not
         current meanwhile."""
-        if "_dirty" in self.__dict__:
+        if "_dirty" in self.__dict__ or not self.digest_kept:
             return
         dirty: dict[str, Node] = {}
         self._dirty = dirty
@@ -390,7 +404,7 @@ class DataTree:
         rc.multi = results
         # a parent of many creates in one multi is hashed once, at its end (the digest is read
         # between txns only)
-        defer = len(subs) >= _DEFER_DIGESTS_AT and "_dirty" not in self.__dict__
+        defer = len(subs) >= _DEFER_DIGESTS_AT and "_dirty" not in self.__dict__ and self.digest_kept
         if defer:
             self.defer_parent_digests()
         try:
@@ -447,7 +461,7 @@ class DataTree:
         node = Node(data, acl if acl is OPEN_ACL_UNSAFE else self.intern_acl(acl), zxid, time, owner)
         self.nodes[path] = node  # _put, inlined: a replay runs this a million times
         self.data_size += len(path) + (len(data) if data else 0)
-        if counted_apart:
+        if counted_apart or not self.digest_kept:
             node.digest = UNHASHED
         else:
             node.digest = self.node_digest(path, node)

@@ -164,6 +164,40 @@ def test_a_large_multi_leaves_the_digest_current() -> None:
     assert sorted(multi.nodes) == sorted(one_by_one.nodes)
 
 
+def test_a_tree_without_a_digest_applies_the_same_changes() -> None:
+    """A worker's replica keeps no digest (``drop_digest``): the same txns, multis of many ops
+    included, leave the same nodes and Stats, and its digest stays 0."""
+    seed = random.randrange(1 << 32)
+    print(f"seed {seed}")
+    rng = random.Random(seed)
+    kept, dropped = DataTree(), DataTree()
+    dropped.drop_digest()
+    paths = ["/a", "/a/b", "/c", "/c/d", "/e"]
+    for zxid in range(1, 300):
+        if rng.random() < 0.1:
+            subs: list[tuple[int, Any]] = [(OpCode.CREATE, CreateTxn(f"/m{zxid}", b"", ACL, False, -1))]
+            subs += [(OpCode.CREATE, CreateTxn(f"/m{zxid}/n{i}", b"v", ACL, False, -1)) for i in range(20)]
+            txn: Any = MultiTxn([Txn(t, sub.to_bytes()) for t, sub in subs])
+            for tree in (kept, dropped):
+                tree.apply(hdr(zxid, OpCode.MULTI), txn, subs)
+            continue
+        path = rng.choice(paths)
+        node = kept.nodes.get(path)
+        if node is not None and node.children:  # what prep lets through: no delete of a parent
+            op, sub = OpCode.SET_DATA, SetDataTxn(path, b"y%d" % zxid, zxid)
+        elif node is None and path.rpartition("/")[0] not in ("", *kept.nodes):
+            continue
+        else:
+            op, sub = rng.choice([(OpCode.CREATE, CreateTxn(path, b"x", ACL, False, -1)),
+                                  (OpCode.SET_DATA, SetDataTxn(path, b"y%d" % zxid, zxid)),
+                                  (OpCode.DELETE, DeleteTxn(path))])
+        for tree in (kept, dropped):
+            tree.apply(hdr(zxid, op), sub)
+    assert sorted(dropped.nodes) == sorted(kept.nodes)
+    assert all(dropped.get(p).stat() == kept.get(p).stat() for p in kept.nodes)
+    assert dropped.digest == 0 and kept.digest == full_digest(kept) != 0
+
+
 def test_a_leaf_has_no_dict_of_its_own_until_its_first_child() -> None:
     tree = DataTree()
     tree.apply(hdr(1, OpCode.CREATE), CreateTxn("/a", b"", ACL, False, -1))
