@@ -375,9 +375,10 @@ def test_enforced_auth_java_client_without_sasl(enforcing_server: ServerProcess)
     lines = run_zkcli(enforcing_server, "ls /\nwhoami\n", None)
     print("\n".join(lines))
     # the Disconnected event comes from the client's event thread: where it lands among the
-    # commands' output is a race, on either server
+    # commands' output is a race, on either server, and zkCli may exit at the end of its input
+    # before the thread prints it (seen once in CI). That the server closes the connection is
+    # checked on the wire above (the raw client's wait_closed).
     disconnected = "WatchedEvent state:Disconnected type:None path:null"
-    assert disconnected in lines
     assert [line for line in lines if line != disconnected][:3] == [
         "WatchedEvent state:SyncConnected type:None path:null",
         "KeeperErrorCode = Session closed because client failed to authenticate for /",
