@@ -52,10 +52,13 @@ from zkpy.server.learner import LearnerServerCore
 from zkpy.storage.snapshot import parse_snapshot_stream, snapshot_stream
 from zkpy.storage.txnlog import decode_payload
 from zkpy.wire.consts import OpCode
+from zkpy.wire.jute import read_ustring
+from zkpy.wire.proto import Id
 from zkpy.wire.quorum import PacketType, QuorumPacket, QuorumPacketReader
 
 LINK_MAX_BUFFER = (1 << 31) - 1  # a link is between processes of one server: a SNAP may be large
 _PACKET_HEAD = struct.Struct(">iqi")  # a QuorumPacket's type, zxid and data length
+_INT = struct.Struct(">i")
 _NO_AUTH = b"\xff\xff\xff\xff"  # ... and its authinfo: null
 _REQUEST_HEAD = struct.Struct(">qii")  # session, cxid, type (Zab's REQUEST)
 _REVALIDATE_REQ = struct.Struct(">qi")  # session, timeout
@@ -67,19 +70,79 @@ class LinkError(ProtocolError):
     """The other end of a worker link sent something it never sends: the link is closed."""
 
 
-class _LinkReader(QuorumPacketReader):
-    """A QuorumPacketReader that reads a packet without authinfo (every INFORM) by its lengths
-    alone, and any other the general way."""
+@dataclass(frozen=True, slots=True)
+class _Packet:
+    """A packet read from a link: a QuorumPacket's fields, its authinfo as the tuple of Ids a
+    request is prepped with (empty but on a worker's REQUEST)."""
 
-    def next(self) -> QuorumPacket | None:
+    type: int
+    zxid: int
+    data: bytes
+    auth: tuple[Id, ...]
+
+
+class _LinkReader(QuorumPacketReader):
+    """Reads a link's packets (Zab's QuorumPacket layout) straight from their lengths, which it
+    checks as jute does (ProtocolError). A worker's REQUEST carries its session's identities:
+    each distinct authinfo is parsed once (a link sees few; at most ``AUTH_CACHE_MAX`` kept)."""
+
+    AUTH_CACHE_MAX = 1024
+
+    def __init__(self) -> None:
+        super().__init__(LINK_MAX_BUFFER)
+        self._auth: dict[bytes, tuple[Id, ...]] = {}
+
+    def packet(self) -> _Packet | None:
+        """The next whole packet, or None until more bytes arrive."""
         buf, pos = self.buf, self.pos
-        if len(buf) - pos >= _PACKET_HEAD.size:
-            type_, zxid, n = _PACKET_HEAD.unpack_from(buf, pos)
-            end = pos + _PACKET_HEAD.size + n
-            if 0 <= n and len(buf) >= end + 4 and buf[end:end + 4] == _NO_AUTH:
-                self.pos = end + 4
-                return QuorumPacket(type_, zxid, bytes(buf[end - n:end]), None)
-        return super().next()
+        size = len(buf)
+        if size - pos < _PACKET_HEAD.size:
+            return None
+        type_, zxid, n = _PACKET_HEAD.unpack_from(buf, pos)
+        at = pos + _PACKET_HEAD.size + _length(n)
+        if size - at < 4:
+            return None
+        (count,) = _INT.unpack_from(buf, at)
+        end = at + 4
+        auth: tuple[Id, ...] = ()
+        if count > 0:
+            for _ in range(2 * count):  # scheme and id of each Id
+                if size - end < 4:
+                    return None
+                end += 4 + _length(_INT.unpack_from(buf, end)[0])
+            if end > size:
+                return None
+            key = bytes(buf[at:end])
+            cached = self._auth.get(key)
+            if cached is None:
+                cached = _read_ids(key, count)
+                if len(self._auth) >= self.AUTH_CACHE_MAX:
+                    self._auth.clear()
+                self._auth[key] = cached
+            auth = cached
+        elif count < -1:
+            raise ProtocolError(f"negative authinfo count {count}")
+        self.pos = end
+        start = pos + _PACKET_HEAD.size
+        return _Packet(type_, zxid, bytes(buf[start:start + n]) if n > 0 else b"", auth)
+
+
+def _length(n: int) -> int:
+    """The bytes a jute buffer or string of length ``n`` takes after its length (ProtocolError
+    where jute's checkLength refuses ``n``)."""
+    if n < -1 or n > LINK_MAX_BUFFER:
+        raise ProtocolError(f"length {n} is negative or larger than the link's bound")
+    return n if n > 0 else 0
+
+
+def _read_ids(auth: bytes, count: int) -> tuple[Id, ...]:
+    """The Ids of an authinfo vector (its count first), whose lengths were checked."""
+    ids, at = [], 4
+    for _ in range(count):
+        scheme, at = read_ustring(auth, at)
+        ident, at = read_ustring(auth, at)
+        ids.append(Id(scheme, ident))
+    return tuple(ids)
 
 
 def _packet(type_: int, zxid: int, data: bytes) -> bytes:
@@ -89,7 +152,7 @@ def _packet(type_: int, zxid: int, data: bytes) -> bytes:
 
 @dataclass(slots=True)
 class _Link:
-    reader: _LinkReader = field(default_factory=lambda: _LinkReader(LINK_MAX_BUFFER))
+    reader: _LinkReader = field(default_factory=_LinkReader)
     out: list[bytes] = field(default_factory=list)
     syncs: deque[int] = field(default_factory=deque)  # zxids its pending syncs wait for, in order
 
@@ -161,13 +224,13 @@ class WorkerHub:
             return
         state.reader.feed(data)
         pipeline = self.pipeline
-        while (p := state.reader.next()) is not None:
-            body = bytes(p.data or b"")
+        while (p := state.reader.packet()) is not None:
+            body = p.data
             if p.type == PacketType.REQUEST:
                 if len(body) < _REQUEST_HEAD.size:
                     raise LinkError(f"REQUEST of {len(body)} bytes")
                 session, cxid, op = _REQUEST_HEAD.unpack_from(body, 0)
-                auth = tuple(p.authinfo or ())
+                auth = p.auth
                 if isinstance(pipeline, LearnerServerCore):
                     pipeline.relay_request(link, session, cxid, op, body[_REQUEST_HEAD.size:], auth)
                 elif op == OpCode.SYNC:
@@ -237,7 +300,7 @@ class WorkerFeed:
         self.now_ms = now_ms
         self.wall_ms = wall_ms
         self.log = log
-        self.reader = _LinkReader(LINK_MAX_BUFFER)
+        self.reader = _LinkReader()
         self.pipeline: LearnerServerCore | None = None  # once the replica arrived
         self._out: list[bytes] = []
 
@@ -251,8 +314,8 @@ class WorkerFeed:
         Raises LinkError on what a member never sends."""
         self.reader.feed(data)
         loaded = False
-        while (p := self.reader.next()) is not None:
-            body = p.data or b""
+        while (p := self.reader.packet()) is not None:
+            body = p.data
             pipeline = self.pipeline
             if pipeline is None:
                 if p.type != PacketType.SNAP:
@@ -267,7 +330,7 @@ class WorkerFeed:
                 self.pipeline.sessions.partition(self.index, self.count)
                 loaded = True
             elif p.type == PacketType.INFORM:
-                hdr, txn = decode_payload(bytes(body))
+                hdr, txn = decode_payload(body)
                 pipeline.apply_committed(hdr, txn)
             elif p.type == PacketType.SYNC:
                 pipeline.sync_done()

@@ -3,10 +3,16 @@ pipeline and a worker's, joined by the hub and the feed with bytes, and a fake c
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from zkpy.config import ServerConfig
-from zkpy.member.workers import WorkerFeed, WorkerHub
+from zkpy.errors import ProtocolError
+from zkpy.member.workers import WorkerFeed, WorkerHub, _LinkReader
 from zkpy.server.connection import Connection
 from zkpy.server.core import ServerCore
 from zkpy.server.leader import LeaderServerCore
@@ -29,6 +35,7 @@ from zkpy.wire.proto import (
     SetDataRequest,
     SyncRequest,
 )
+from zkpy.wire.quorum import PacketType, QuorumPacket, read_quorum_packet
 
 OPEN = [ACL(31, Id("world", "anyone"))]
 WALL = 1_700_000_000_000
@@ -138,7 +145,8 @@ def test_a_write_forwarded_by_a_worker_is_answered_in_order_before_the_sessions_
     assert GetDataResponse.from_bytes(got[3][2]).data == b"2"
     member_node, worker_node = pair.member.tree.get("/a"), pair.worker.tree.get("/a")
     assert member_node is not None and worker_node is not None and member_node.data == worker_node.data == b"2"
-    assert pair.member.tree.digest == pair.worker.tree.digest
+    assert member_node.stat() == worker_node.stat()
+    assert pair.member.tree.digest != 0 and pair.worker.tree.digest == 0  # the member keeps it, the replica none
 
 
 def test_a_workers_sync_waits_for_the_txns_the_member_proposed_before_it() -> None:
@@ -196,7 +204,7 @@ def test_a_learner_member_relays_its_workers_syncs_and_revalidations_to_the_lead
     """A follower's hub: the worker's requests leave as the member's pipeline's `Forward` and
     `Revalidate` outputs (for its learner link), interleaved with its own; the leader's SYNCs
     and revalidation answers go back to whoever asked, and none to a worker whose link closed."""
-    from zkpy.member.workers import _REVALIDATE_REP, _LinkReader
+    from zkpy.member.workers import _REVALIDATE_REP
     from zkpy.server.outputs import Forward, Relayed, Revalidate, ServerOutput, Touches
     from zkpy.wire.quorum import PacketType
 
@@ -230,10 +238,10 @@ def test_a_learner_member_relays_its_workers_syncs_and_revalidations_to_the_lead
     member.sync_done()
     member.revalidated(0x22, True)
     relay()
-    reader = _LinkReader(1 << 20)
+    reader = _LinkReader()
     reader.feed(b"".join(data for _, data in hub.take()))
     got = []
-    while (p := reader.next()) is not None:
+    while (p := reader.packet()) is not None:
         got.append((p.type, _REVALIDATE_REP.unpack_from(p.data, 0) if p.type == PacketType.REVALIDATE else None))
     assert got == [(PacketType.SYNC, None), (PacketType.REVALIDATE, (0x22, True))]
     # a worker's link closes with a sync and a revalidation due: their answers go nowhere
@@ -246,3 +254,40 @@ def test_a_learner_member_relays_its_workers_syncs_and_revalidations_to_the_lead
     member.revalidated(0x33, True)
     relay()
     assert hub.take() == []
+
+
+@given(st.lists(st.tuples(st.sampled_from([PacketType.REQUEST, PacketType.INFORM, PacketType.PING]),
+                          st.integers(-(1 << 63), (1 << 63) - 1), st.one_of(st.none(), st.binary(max_size=40)),
+                          st.one_of(st.none(), st.lists(st.tuples(st.one_of(st.none(), st.text(max_size=8)),
+                                                                  st.one_of(st.none(), st.text(max_size=8))),
+                                                        max_size=3))),
+                max_size=5),
+       st.integers(1, 7))
+def test_the_link_reader_reads_what_zabs_reader_reads(packets: list[Any], chunk: int) -> None:
+    """Packets in Zab's layout, any authinfo (null strings and vectors too), fed in chunks: the
+    link's reader gives what Zab's own reader gives, and nothing of a packet cut short."""
+    records = [QuorumPacket(t, z, d, None if a is None else [Id(s, i) for s, i in a]) for t, z, d, a in packets]
+    stream = b"".join(r.to_bytes() for r in records)
+    reader = _LinkReader()
+    got = []
+    for at in range(0, len(stream), chunk):
+        reader.feed(stream[at:at + chunk])
+        while (p := reader.packet()) is not None:
+            got.append(p)
+    assert reader.pos == len(reader.buf)
+    want = []
+    pos = 0
+    while (res := read_quorum_packet(stream, pos, 1 << 20)) is not None:
+        packet, pos = res
+        want.append((packet.type, packet.zxid, packet.data or b"", tuple(packet.authinfo or ())))
+    assert [(p.type, p.zxid, p.data, p.auth) for p in got] == want
+
+
+def test_the_link_reader_refuses_lengths_jute_refuses() -> None:
+    for bad in (struct.pack(">iqi", PacketType.INFORM, 1, -2),
+                struct.pack(">iqi", PacketType.REQUEST, 1, 0) + struct.pack(">i", -2),
+                struct.pack(">iqi", PacketType.REQUEST, 1, 0) + struct.pack(">ii", 1, -5)):
+        reader = _LinkReader()
+        reader.feed(bad + bytes(16))
+        with pytest.raises(ProtocolError):
+            reader.packet()
