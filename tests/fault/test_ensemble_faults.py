@@ -167,6 +167,7 @@ def test_kill_the_leader_moves_clients_and_loses_nothing(ensemble3: list[ServerP
         holder.close()
 
 
+@pytest.mark.parametrize("ensemble3", [1, 2], ids=["1-process", "2-workers-each"], indirect=True)
 def test_kill_a_follower_moves_its_clients(ensemble3: list[ServerProcess]) -> None:
     servers = ensemble3
     writers = start_writers(servers)
@@ -186,9 +187,12 @@ def test_kill_a_follower_moves_its_clients(ensemble3: list[ServerProcess]) -> No
         holder.close()
 
 
-@pytest.fixture(params=[3, 5], ids=["3-servers", "5-servers"])
+@pytest.fixture(params=[(3, 1), (5, 1), (3, 2)], ids=["3-servers", "5-servers", "3-servers-2-workers-each"])
 def ensemble(request: pytest.FixtureRequest) -> Iterator[list[ServerProcess]]:
-    servers = start_ensemble(["zkpy"] * request.param)
+    size, workers = request.param
+    servers = start_ensemble(["zkpy"] * size, {"serverWorkers": str(workers)})
+    for s in servers if workers > 1 else ():
+        wait_workers(s, workers, 30)
     yield servers
     cleanup_ensemble(servers)
 
@@ -210,6 +214,7 @@ def test_a_paused_leader_is_replaced_and_rejoins_as_follower(ensemble: list[Serv
     assert server_mode(leader) == "follower"
 
 
+@pytest.mark.parametrize("ensemble3", [1, 2], ids=["1-process", "2-workers-each"], indirect=True)
 @pytest.mark.parametrize("orders", [((1, 2, 3), (3, 1, 2)), ((2, 3, 1), (1, 3, 2))])
 def test_kill_the_whole_ensemble_and_restart_in_any_order(ensemble3: list[ServerProcess],
                                                           orders: tuple[tuple[int, ...], ...]) -> None:

@@ -105,7 +105,12 @@ def test_a_server_of_the_tests_own_pauses_dies_and_restarts_with_its_data(
         kz.close()
 
 
-def test_an_isolated_leader_is_replaced_and_rejoins_after_heal(zk_ensemble: ZkEnsemble) -> None:
+@pytest.mark.parametrize("workers", [1, 2], ids=["1-process", "2-workers-each"])
+def test_an_isolated_leader_is_replaced_and_rejoins_after_heal(zk_ensemble_factory: Callable[..., ZkEnsemble],
+                                                               workers: int) -> None:
+    """Also with a dedicated member behind two workers on every member (serverWorkers=2): the
+    partition ends the terms, the workers go and come back with the next ones."""
+    zk_ensemble = zk_ensemble_factory(3, {"serverWorkers": str(workers)})
     old = zk_ensemble.leader()
     rest = [m for m in zk_ensemble.members if m is not old]
     kz = KazooClient(zk_ensemble.hosts)
