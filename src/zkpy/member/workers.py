@@ -70,10 +70,11 @@ class LinkError(ProtocolError):
     """The other end of a worker link sent something it never sends: the link is closed."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Packet:
     """A packet read from a link: a QuorumPacket's fields, its authinfo as the tuple of Ids a
-    request is prepped with (empty but on a worker's REQUEST)."""
+    request is prepped with (empty but on a worker's REQUEST). Not frozen: one is built per txn,
+    and a frozen dataclass's ``__init__`` pays a call per field."""
 
     type: int
     zxid: int
@@ -99,12 +100,16 @@ class _LinkReader(QuorumPacketReader):
         if size - pos < _PACKET_HEAD.size:
             return None
         type_, zxid, n = _PACKET_HEAD.unpack_from(buf, pos)
-        at = pos + _PACKET_HEAD.size + _length(n)
+        start = pos + _PACKET_HEAD.size
+        at = start + n if n > 0 else start + _length(n)  # (an int32 is never over the link's bound)
         if size - at < 4:
             return None
         (count,) = _INT.unpack_from(buf, at)
         end = at + 4
         auth: tuple[Id, ...] = ()
+        if count == -1:  # every packet but a worker's REQUEST
+            self.pos = end
+            return _Packet(type_, zxid, bytes(buf[start:at]), auth)
         if count > 0:
             for _ in range(2 * count):  # scheme and id of each Id
                 if size - end < 4:
@@ -123,8 +128,7 @@ class _LinkReader(QuorumPacketReader):
         elif count < -1:
             raise ProtocolError(f"negative authinfo count {count}")
         self.pos = end
-        start = pos + _PACKET_HEAD.size
-        return _Packet(type_, zxid, bytes(buf[start:start + n]) if n > 0 else b"", auth)
+        return _Packet(type_, zxid, bytes(buf[start:at]), auth)
 
 
 def _length(n: int) -> int:
