@@ -85,13 +85,16 @@ class _Packet:
 class _LinkReader(QuorumPacketReader):
     """Reads a link's packets (Zab's QuorumPacket layout) straight from their lengths, which it
     checks as jute does (ProtocolError). A worker's REQUEST carries its session's identities:
-    each distinct authinfo is parsed once (a link sees few; at most ``AUTH_CACHE_MAX`` kept)."""
+    each distinct authinfo is parsed once (a link sees few; at most ``AUTH_CACHE_MAX`` kept), and
+    one equal to the last is recognised by its bytes alone (the encoding is prefix-free: bytes
+    that start with a whole authinfo vector hold that vector)."""
 
     AUTH_CACHE_MAX = 1024
 
     def __init__(self) -> None:
         super().__init__(LINK_MAX_BUFFER)
         self._auth: dict[bytes, tuple[Id, ...]] = {}
+        self._last: tuple[bytes, tuple[Id, ...]] = (b"\xff\xff\xff\xff", ())  # an authinfo's bytes, its Ids
 
     def packet(self) -> _Packet | None:
         """The next whole packet, or None until more bytes arrive."""
@@ -110,6 +113,10 @@ class _LinkReader(QuorumPacketReader):
         if count == -1:  # every packet but a worker's REQUEST
             self.pos = end
             return _Packet(type_, zxid, bytes(buf[start:at]), auth)
+        last_key, last_ids = self._last
+        if buf.startswith(last_key, at):
+            self.pos = at + len(last_key)
+            return _Packet(type_, zxid, bytes(buf[start:at]), last_ids)
         if count > 0:
             for _ in range(2 * count):  # scheme and id of each Id
                 if size - end < 4:
@@ -125,6 +132,7 @@ class _LinkReader(QuorumPacketReader):
                     self._auth.clear()
                 self._auth[key] = cached
             auth = cached
+            self._last = (key, cached)
         elif count < -1:
             raise ProtocolError(f"negative authinfo count {count}")
         self.pos = end

@@ -291,3 +291,14 @@ def test_the_link_reader_refuses_lengths_jute_refuses() -> None:
         reader.feed(bad + bytes(16))
         with pytest.raises(ProtocolError):
             reader.packet()
+
+
+def test_the_link_reader_tells_an_authinfo_from_the_last_one_it_read() -> None:
+    auths = [[Id("ip", "127.0.0.1")], [Id("ip", "127.0.0.1")], [Id("ip", "127.0.0.12")],
+             [Id("ip", "127.0.0.1"), Id("digest", "u:x")], [Id("ip", "127.0.0.1")], []]
+    reader = _LinkReader()
+    reader.feed(b"".join(QuorumPacket(PacketType.REQUEST, i, b"r%d" % i, a).to_bytes() for i, a in enumerate(auths)))
+    got = []
+    while (p := reader.packet()) is not None:
+        got.append((p.zxid, p.data, p.auth))
+    assert got == [(i, b"r%d" % i, tuple(a)) for i, a in enumerate(auths)]
