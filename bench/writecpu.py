@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from zkpy.config import ServerConfig
 from zkpy.server.core import ServerCore
 from zkpy.server.outputs import Output, Propose
-from zkpy.storage.txnlog import encode_entry, encode_payload, frame_payload
+from zkpy.storage.txnlog import encode_entry, encode_payload, frame_payloads
 from zkpy.wire.consts import OpCode
 from zkpy.wire.jute import INT, Record
 from zkpy.wire.multi import Op, write_multi_request
@@ -182,7 +182,7 @@ class MemberDriver:
         n = 0
         while proposed := [o for o in member.ready() if isinstance(o, Propose)]:
             payloads = [encode_payload(p.hdr, p.txn, p.body) for p in proposed]
-            b"".join([frame_payload(x) for x in payloads])  # the log's records
+            frame_payloads(payloads)  # the log's records
             hub.proposed([p.hdr.zxid for p in proposed], payloads)
             member.apply_persisted(len(proposed))
             hub.applied(len(proposed))

@@ -56,7 +56,7 @@ from zkpy.storage.files import DataDirs
 from zkpy.storage.groupcommit import GroupCommit, StartSync, SyncDone
 from zkpy.storage.roll import RollPolicy
 from zkpy.storage.snapshot import TMP_PREFIX, SnapshotWriter, snapshot_name, write_snapshot_file
-from zkpy.storage.txnlog import TxnLogWriter, encode_entry, frame_payload
+from zkpy.storage.txnlog import TxnLogWriter, encode_entry, frame_payloads
 from zkpy.tree.datatree import DataTree
 
 log = logging.getLogger("zkpy.persistence")
@@ -165,7 +165,7 @@ class Persistence:
         if self.failed is not None or not payloads:
             return
         assert self.commit is not None
-        records = b"".join([frame_payload(p) for p in payloads])
+        records = frame_payloads(payloads)
         roll = self.rolls.logged(len(payloads))
         self.commit.submit(zxids[0], records, len(payloads), roll)
         if roll:

@@ -51,7 +51,7 @@ import posixpath
 import re
 import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -136,9 +136,14 @@ def encode_entry(hdr: TxnHeader, txn: Record, digest: TxnDigest | None, body: by
     return _FRAME.pack(zlib.adler32(payload), len(payload)) + payload + b"B"
 
 
-def frame_payload(payload: bytes) -> bytes:
-    """The record for an already serialized header + txn (+ digest): a PROPOSAL's data as it came."""
-    return _FRAME.pack(zlib.adler32(payload), len(payload)) + payload + b"B"
+def frame_payloads(payloads: Iterable[bytes]) -> bytes:
+    """The records for already serialized headers + txns (+ digests), PROPOSALs' data as they
+    came, one after another (each payload copied once, into the result)."""
+    parts: list[bytes] = []
+    pack, checksum = _FRAME.pack, zlib.adler32
+    for payload in payloads:
+        parts += (pack(checksum(payload), len(payload)), payload, b"B")
+    return b"".join(parts)
 
 
 def encode_payload(hdr: TxnHeader, txn: Record, body: bytes | None = None) -> bytes:

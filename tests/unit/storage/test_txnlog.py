@@ -24,7 +24,9 @@ from zkpy.storage.txnlog import (
     TxnLogWriter,
     describe_entry,
     encode_entry,
+    encode_payload,
     file_header,
+    frame_payloads,
     log_name,
     padded_size,
     scan_log,
@@ -660,3 +662,12 @@ def test_apache_file_txn_log_rewrites_zkpy_logs_byte_for_byte(tmp_path: Path) ->
     theirs = (tmp_path / "out" / log_name(first)).read_bytes()
     assert len(theirs) == len(ours) == HEADER_SIZE + DEFAULT_PREALLOC_BYTES
     assert theirs == ours
+
+
+@given(st.lists(st.tuples(st.integers(0, 1 << 40), st.binary(max_size=64)), max_size=6))
+def test_framed_payloads_are_the_records_encode_entry_writes(txns: list[tuple[int, bytes]]) -> None:
+    """The log's records for txns serialized once (a PROPOSAL's data, a worker's INFORM) are the
+    records ``encode_entry`` writes for the same header and txn, one after another."""
+    entries = [(TxnHeader(7, 1, zxid, 1000, OpCode.SET_DATA), SetDataTxn("/p", data, 3)) for zxid, data in txns]
+    assert frame_payloads([encode_payload(h, t) for h, t in entries]) == \
+        b"".join(encode_entry(h, t, None) for h, t in entries)

@@ -24,7 +24,7 @@ from typing import Any
 from zkpy.storage.disk import AppendFile, MemoryDisk
 from zkpy.storage.groupcommit import GroupCommit, SyncDone
 from zkpy.storage.roll import RollPolicy
-from zkpy.storage.txnlog import LOG_PREFIX, TxnLogWriter, frame_payload
+from zkpy.storage.txnlog import LOG_PREFIX, TxnLogWriter, frame_payloads
 
 CRASH_MODES = ("power", "torn", "kill")
 
@@ -84,7 +84,7 @@ class SimLog:
         if self.commit.closed or not payloads:
             return
         roll = self.rolls.logged(len(payloads))
-        self.commit.submit(zxids[0], b"".join([frame_payload(p) for p in payloads]), len(payloads), roll)
+        self.commit.submit(zxids[0], frame_payloads(payloads), len(payloads), roll)
         if roll:
             self._on_roll()
 
