@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from zkpy.config import ServerConfig
 from zkpy.server.core import ServerCore
 from zkpy.server.outputs import Output, Propose
-from zkpy.storage.txnlog import encode_entry, encode_payload, frame_payloads
+from zkpy.storage.txnlog import encode_entry, encode_payload
 from zkpy.wire.consts import OpCode
 from zkpy.wire.jute import INT, Record
 from zkpy.wire.multi import Op, write_multi_request
@@ -46,6 +46,14 @@ from zkpy.wire.proto import (
     RequestHeader,
     SetDataRequest,
 )
+
+try:
+    from zkpy.storage.txnlog import frame_payloads
+except ImportError:  # an older checkout
+    from zkpy.storage.txnlog import frame_payload  # type: ignore[attr-defined]
+
+    def frame_payloads(payloads: Sequence[bytes]) -> bytes:
+        return b"".join([frame_payload(p) for p in payloads])
 
 OPEN = [ACL(31, Id("world", "anyone"))]
 CONNECTIONS = 32
