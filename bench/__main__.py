@@ -26,6 +26,9 @@ Figure 8 (throughput over time while followers and the leader are killed and res
 -m bench scale [...]`` measures one zkpy server with 1..N serving processes (ops/s and server CPU-µs
 per op, ZooKeeper standalone beside it): see ``bench/figure5.py``, ``bench/figure8.py``,
 ``bench/scale.py``. Their PNGs and JSON files go to ``benchmarks/``.
+
+``python -m bench memory [...]`` builds a large tree on zkpy with 1..N serving processes and on
+ZooKeeper and reads each process's RSS and PSS: see ``bench/memory.py``.
 """
 
 from __future__ import annotations
@@ -221,6 +224,10 @@ def main(argv: list[str] | None = None) -> int:
         from . import scale
 
         return scale.main(argv[1:])
+    if argv[:1] == ["memory"]:
+        from . import memory
+
+        return memory.main(argv[1:])
     args = parse_args(argv)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     for m in modes:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bench import figrun, figure5, figure8, scale
+from bench import figrun, figure5, figure8, memory, scale
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -110,3 +110,14 @@ def test_a_run_without_matplotlib_keeps_its_numbers_and_says_how_to_draw_them(
 
     with pytest.raises(ModuleNotFoundError):
         figrun.save(args, "rows", [], (0.0, 0.0, 0.0), 0.0, other_module_missing)
+
+
+def test_memory_reads_this_process_and_totals_pss() -> None:
+    """``bench memory``'s /proc readings of a live process, and its table's PSS total."""
+    assert (memory._kib(os.getpid(), "status", "VmRSS:") or 0) > 0
+    assert (memory._kib(os.getpid(), "smaps_rollup", "Pss:") or 0) > 0
+    assert memory._kib(os.getpid(), "status", "NoSuchKey:") is None
+    rows = [{"pid": 1, "role": "member", "rss_mib": 40.0, "pss_mib": 30.0},
+            {"pid": 2, "role": "worker", "rss_mib": 38.0, "pss_mib": 28.0}]
+    text = memory.table([{"server": "zkpy", "workers": 2, "processes": rows, "pss_total_mib": 58.0}])
+    assert "| zkpy | 2 | worker | 38 | 28 |" in text and "**58**" in text
