@@ -3,7 +3,8 @@
 A server may serve its client port from several processes (``runtime.workers``): the member
 (it recovers the data dir, owns the txn log, prepares every txn) and workers, each with a
 replica of the tree. A worker is fed exactly as an observer is: the tree as the member has it
-(SNAP), then each txn once the member applied it (INFORM), in zxid order. Its request pipeline
+(SNAP; the shell may write it from a forked child, off the member's loop, while the link's other
+output waits), then each txn once the member applied it (INFORM), in zxid order. Its request pipeline
 is a learner's (``server.learner.LearnerServerCore``): reads are answered from the replica;
 writes, new sessions and syncs are forwarded (REQUEST), a session that moved to it is
 revalidated (REVALIDATE), and the sessions its clients keep alive are reported (PING), as a
@@ -51,6 +52,7 @@ from zkpy.server.leader import LeaderServerCore
 from zkpy.server.learner import LearnerServerCore
 from zkpy.storage.snapshot import parse_snapshot_stream, snapshot_stream
 from zkpy.storage.txnlog import decode_payload
+from zkpy.tree.datatree import DataTree
 from zkpy.wire.consts import OpCode
 from zkpy.wire.jute import read_ustring
 from zkpy.wire.proto import Id
@@ -162,11 +164,17 @@ def _packet(type_: int, zxid: int, data: bytes) -> bytes:
     return _PACKET_HEAD.pack(type_, zxid, len(data)) + data + _NO_AUTH
 
 
+def snapshot_packet(tree: DataTree) -> bytes:
+    """What a worker's link carries first: the tree as it is now, one SNAP packet."""
+    return _packet(PacketType.SNAP, tree.last_processed_zxid, snapshot_stream(tree))
+
+
 @dataclass(slots=True)
 class _Link:
     reader: _LinkReader = field(default_factory=_LinkReader)
     out: list[bytes] = field(default_factory=list)
     syncs: deque[int] = field(default_factory=deque)  # zxids its pending syncs wait for, in order
+    held: bool = False  # its SNAP is being written by the shell: its output waits
 
 
 class WorkerHub:
@@ -181,11 +189,20 @@ class WorkerHub:
         self._last_proposed = -1  # a learner's shell may hand a txn over twice (logged before it served)
         self._relayed: list[tuple[int, int | None, bool]] = []  # the leader's answers for workers, in order
 
-    def attach(self, link: int) -> None:
-        """A worker's link opened: it is sent the tree as it is now, then every txn applied after."""
-        tree = self.pipeline.tree
-        state = self._links[link] = _Link()
-        state.out.append(_packet(PacketType.SNAP, tree.last_processed_zxid, snapshot_stream(tree)))
+    def attach(self, link: int, streamed: bool = False) -> None:
+        """A worker's link opened: it is sent the tree as it is now, then every txn applied after.
+        ``streamed``: the shell writes the tree on the link itself (``snapshot_packet`` of the
+        tree as it is now, off the member's loop: in a forked child), and everything else for
+        that link waits until it says ``snapshot_sent``."""
+        state = self._links[link] = _Link(held=streamed)
+        if not streamed:
+            state.out.append(snapshot_packet(self.pipeline.tree))
+
+    def snapshot_sent(self, link: int) -> None:
+        """The shell wrote a streamed link's SNAP: what waited for it may go."""
+        state = self._links.get(link)
+        if state is not None:
+            state.held = False
 
     def detach(self, link: int) -> None:
         self._links.pop(link, None)
@@ -288,7 +305,7 @@ class WorkerHub:
         self._relayed.clear()
         out = []
         for link, state in self._links.items():
-            if state.out:
+            if state.out and not state.held:
                 out.append((link, b"".join(state.out)))
                 state.out.clear()
         return out

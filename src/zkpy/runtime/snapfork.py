@@ -3,7 +3,8 @@
 Used to serialise and write a snapshot while the parent's event loop keeps serving: the child
 sees the tree frozen at the instant of the fork (a fuzzy snapshot taken in no time at all),
 and the parent's writes after the fork never reach it. Also used at the start, to sum the
-digest of a tree being loaded on the second core (``sum_in_child``).
+digest of a tree being loaded on the second core (``sum_in_child``), and to send a starting
+worker its replica (``runtime.workers``).
 
 Invariants of the child (it is a copy of a process with threads and an event loop, of which
 only the forking thread survives):
@@ -25,6 +26,7 @@ from __future__ import annotations
 import ctypes
 import gc
 import os
+import select
 import signal
 import struct
 import sys
@@ -71,7 +73,7 @@ def sum_in_child(work: Callable[[], int]) -> Callable[[], int | None]:
         return lambda: value
     read_end, write_end = os.pipe()
     try:
-        pid = fork_child(lambda: _write_all(write_end, _DIGEST.pack(work())), keep_fd=write_end, niceness=0)
+        pid = fork_child(lambda: write_all(write_end, _DIGEST.pack(work())), keep_fd=write_end, niceness=0)
     except OSError:
         os.close(read_end)
         return lambda: None
@@ -94,10 +96,15 @@ def sum_in_child(work: Callable[[], int]) -> Callable[[], int | None]:
     return result
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd``, waiting whenever a non-blocking one is full (a child
+    writes on a socket its parent's loop made non-blocking: the flag is shared, so it stays)."""
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        try:
+            view = view[os.write(fd, view):]
+        except BlockingIOError:
+            select.select([], [fd], [])
 
 
 def wait_child(pid: int) -> int:

@@ -29,7 +29,8 @@ import sys
 from collections.abc import Callable
 
 from zkpy.config import ServerConfig
-from zkpy.member.workers import WorkerHub
+from zkpy.member.workers import WorkerHub, snapshot_packet
+from zkpy.runtime.snapfork import fork_available, fork_child, wait_child, write_all
 from zkpy.runtime.worker import Hello, SharedZxid, encode_hello
 
 log = logging.getLogger("zkpy.server")
@@ -49,7 +50,7 @@ class _Link(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
-        self.pool.hub.attach(self.index)
+        self.pool.attached(self.index, transport)
         self.pool.on_input()
 
     def data_received(self, data: bytes) -> None:
@@ -116,6 +117,36 @@ class WorkerPool:
         link = _Link(self, index)
         self.links[index] = link
         self.loop.create_task(self.loop.create_unix_connection(lambda: link, sock=mine))
+
+    def attached(self, index: int, transport: asyncio.BaseTransport) -> None:
+        """Worker ``index``'s link is up: it is sent the tree as it is now. Where the OS can fork,
+        a child writes it (the loop pauses for the fork, not for serialising the tree; the
+        link's other output waits for the child); else it is serialised here."""
+        sock = transport.get_extra_info("socket")
+        if not fork_available() or sock is None:
+            self.hub.attach(index)
+            return
+        self.hub.attach(index, streamed=True)
+        tree, fd = self.hub.pipeline.tree, sock.fileno()
+        try:
+            pid = fork_child(lambda: write_all(fd, snapshot_packet(tree)), keep_fd=fd)
+        except OSError as exc:
+            log.error("cannot fork to send worker %d its replica (%s): restarting it", index, exc)
+            transport.abort()  # type: ignore[attr-defined]
+            return
+        assert self.loop is not None
+        waited = self.loop.run_in_executor(None, wait_child, pid)
+        waited.add_done_callback(lambda done: self._snapshot_written(index, transport, done.result()))
+
+    def _snapshot_written(self, index: int, transport: asyncio.BaseTransport, code: int) -> None:
+        if self.links.get(index) is None or transport.is_closing():
+            return
+        if code != 0:
+            log.error("the child sending worker %d its replica failed (exit %d): restarting it", index, code)
+            transport.abort()  # type: ignore[attr-defined]
+            return
+        self.hub.snapshot_sent(index)
+        self.on_input()
 
     def applied_up_to(self, zxid: int) -> None:
         """The member applied up to ``zxid``: said before any reply or txn about it leaves, so

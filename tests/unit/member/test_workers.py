@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from zkpy.config import ServerConfig
 from zkpy.errors import ProtocolError
-from zkpy.member.workers import WorkerFeed, WorkerHub, _LinkReader
+from zkpy.member.workers import WorkerFeed, WorkerHub, _LinkReader, snapshot_packet
 from zkpy.server.connection import Connection
 from zkpy.server.core import ServerCore
 from zkpy.server.leader import LeaderServerCore
@@ -302,3 +302,25 @@ def test_the_link_reader_tells_an_authinfo_from_the_last_one_it_read() -> None:
     while (p := reader.packet()) is not None:
         got.append((p.zxid, p.data, p.auth))
     assert got == [(i, b"r%d" % i, tuple(a)) for i, a in enumerate(auths)]
+
+
+def test_a_streamed_snapshot_holds_the_links_txns_until_it_is_sent() -> None:
+    """The shell writes a starting worker's SNAP itself (a forked child): the txns applied while
+    it does wait, and reach the worker after the tree they follow."""
+    pair = Pair()
+    conn, _ = pair.connect(pair.worker)
+    pair.send(pair.worker, conn, 1, OpCode.CREATE, CreateRequest("/s", b"0", OPEN, 0))
+    pair.pump()
+    late = WorkerFeed(ServerConfig(tick_ms=TICK), 2, 3, 0, WALL)
+    pair.hub.attach(2, streamed=True)
+    snap = snapshot_packet(pair.member.tree)  # the tree at the attach, as the child sees it
+    for i in range(1, 4):  # writes go on meanwhile
+        pair.send(pair.worker, conn, 1 + i, OpCode.SET_DATA, SetDataRequest("/s", str(i).encode(), -1))
+        pair.pump()
+        assert 2 not in dict(pair.hub.take())  # held while the child writes
+    assert late.receive(snap) and late.pipeline is not None
+    pair.hub.snapshot_sent(2)
+    held = dict(pair.hub.take())[2]
+    late.receive(held)
+    assert late.pipeline.tree.get("/s").data == b"3"
+    assert late.pipeline.tree.last_processed_zxid == pair.member.tree.last_processed_zxid

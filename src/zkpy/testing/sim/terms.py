@@ -28,7 +28,7 @@ from zkpy.member.datadir import truncate_data_dir
 from zkpy.member.leading import LeadingCore
 from zkpy.member.learning import LearningCore
 from zkpy.member.peer import PeerCore
-from zkpy.member.workers import WorkerHub
+from zkpy.member.workers import WorkerHub, snapshot_packet
 from zkpy.quorum import leader as zl
 from zkpy.quorum import learner as zf
 from zkpy.quorum.verifier import QuorumVerifier
@@ -266,8 +266,17 @@ class _Term:
         self.c.stats["workers_started"] += len(self.workers)
 
     def _attach(self, index: int) -> None:
+        """Worker ``index``'s link is up: as ``runtime.workers`` does, a child writes it the tree
+        as it is now and exits a little later; the link's other output waits for that."""
         if self.current() and self.hub is not None:
-            self.hub.attach(index)
+            self.hub.attach(index, streamed=True)
+            worker = self.workers[index - 1]
+            worker.down.send(worker.from_member, snapshot_packet(self.hub.pipeline.tree))
+            self.node.post(self.c.rng.randint(1, 30), self._snapshot_sent, index)
+
+    def _snapshot_sent(self, index: int) -> None:
+        if self.current() and self.hub is not None:
+            self.hub.snapshot_sent(index)
             self.flush_due = True
 
     def _from_worker(self, index: int, data: bytes) -> None:

@@ -1,7 +1,7 @@
 """The serving processes of a simulated server (``serverWorkers``): what ``runtime.worker`` and
 ``runtime.workers`` do on the OS, over the simulated clock.
 
-A term whose core asks for workers (`StartWorkers`) gets N-1 `SimWorker`s. Each runs the
+A term whose core asks for workers (`StartWorkers`) gets its N `SimWorker`s. Each runs the
 production worker core (``member.workers.WorkerFeed``) and is linked to the term core's hub by an
 in-memory link that keeps its order both ways, with a delay of a few ms; the member's applied
 zxid (`PublishApplied`) is a number the workers read when client input reaches them, as they
