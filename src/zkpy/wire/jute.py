@@ -10,8 +10,10 @@ Byte grammar (big-endian, no tags, no padding):
 
 A record is a frozen, slotted dataclass whose fields carry their jute types through
 the annotations below (``Int``, ``Long``, ``Bool``, ``Buffer``, ``UString``, another record,
-or ``list[...]`` of those). ``@jute_record`` compiles a reader and a writer per class
-once, packing runs of fixed-width fields into one ``struct.Struct``.
+or ``list[...]`` of those). Its reader and writer are generated source, one pair per class in
+``wire/codecs.py`` (``codec_source`` gives their text, packing runs of fixed-width fields into
+one ``struct.Struct``; ``python -m zkpy.wire.codegen`` writes the file), which ``@jute_record``
+binds to the class.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import struct
 import types
+import zlib
 from typing import (
     Annotated,
     Any,
@@ -121,6 +124,10 @@ def write_ustring(out: bytearray, value: str | None) -> None:
         out += data
 
 
+_PRIMITIVES = {"read_buffer": read_buffer, "read_ustring": read_ustring, "write_buffer": write_buffer,
+               "write_ustring": write_ustring}  # what a codec's source calls by name
+
+
 def vector_codec(elem: Any) -> tuple[Any, Any]:
     """Reader and writer for vector<elem>; a null vector decodes to []."""
     r_one: Any
@@ -201,18 +208,15 @@ def _jute_type(hint: Any) -> Any:
     raise TypeError(f"no jute type for annotation {hint!r}")
 
 
-@dataclass_transform(frozen_default=True)
-def jute_record(cls: type[T]) -> type[T]:
-    """Make ``cls`` a slotted dataclass with a compiled jute reader and writer. Frozen for the
-    type checker (``dataclass_transform``), which is where its immutability is kept: a frozen
-    dataclass's ``__init__`` pays a call per field at run time, and records are built on every
-    request. Hashed by value, like a frozen one."""
-    cls = dataclasses.dataclass(slots=True, unsafe_hash=True)(cls)
-    hints = get_type_hints(cls, include_extras=True)
-    fields = tuple((f.name, _jute_type(hints[f.name])) for f in dataclasses.fields(cls))  # type: ignore[arg-type]
-    ns: dict[str, Any] = {"_cls": cls, "_rb": read_buffer, "_rs": read_ustring, "_wb": write_buffer, "_ws": write_ustring}
-    rlines = ["def read(buf, pos):"]
-    wlines = ["def write(self, out):"]
+def codec_source(cls: type, fields: tuple[tuple[str, Any], ...]) -> tuple[str, dict[str, Any]]:
+    """The source of ``cls``'s reader and writer (functions ``<key>_read`` and ``<key>_write``,
+    ``key`` from ``codec_key``), and the objects its other names stand for (the class, the
+    structs for runs of fixed-width fields, the vector codecs, nested records' readers): the text
+    ``wire/codecs.py`` holds for it (``python -m zkpy.wire.codegen`` writes that file)."""
+    key = codec_key(cls)
+    ns: dict[str, Any] = {f"_{key}_cls": cls}
+    rlines = [f"def {key}_read(buf: Any, pos: int) -> tuple[Any, int]:"]
+    wlines = [f"def {key}_write(self: Any, out: bytearray) -> None:"]
     names = [name for name, _ in fields]
     i = 0
     while i < len(fields):
@@ -222,34 +226,75 @@ def jute_record(cls: type[T]) -> type[T]:
             while i < len(fields) and isinstance(fields[i][1], str) and fields[i][1] in _FIXED:
                 run.append(fields[i])
                 i += 1
-            fmt = ">" + "".join(_FIXED[t][0] for _, t in run)
-            sname = f"_s{len(ns)}"
-            ns[sname] = struct.Struct(fmt)
+            sname = f"_{key}_s{len(ns)}"
+            ns[sname] = struct.Struct(">" + "".join(_FIXED[t][0] for _, t in run))
             targets = ", ".join(n for n, _ in run) + ","
-            rlines.append(f"    {targets} = {sname}.unpack_from(buf, pos); pos += {ns[sname].size}")
+            rlines.append(f"    {targets} = {sname}.unpack_from(buf, pos)")
+            rlines.append(f"    pos += {ns[sname].size}")
             wlines.append(f"    out += {sname}.pack({', '.join('self.' + n for n, _ in run)})")
             continue
         if jt == "buffer":
-            rlines.append(f"    {name}, pos = _rb(buf, pos)")
-            wlines.append(f"    _wb(out, self.{name})")
+            rlines.append(f"    {name}, pos = read_buffer(buf, pos)")
+            wlines.append(f"    write_buffer(out, self.{name})")
         elif jt == "ustring":
-            rlines.append(f"    {name}, pos = _rs(buf, pos)")
-            wlines.append(f"    _ws(out, self.{name})")
+            rlines.append(f"    {name}, pos = read_ustring(buf, pos)")
+            wlines.append(f"    write_ustring(out, self.{name})")
         elif isinstance(jt, tuple):
             rv, wv = vector_codec(jt[1])
-            ns[f"_rv_{name}"], ns[f"_wv_{name}"] = rv, wv
-            rlines.append(f"    {name}, pos = _rv_{name}(buf, pos)")
-            wlines.append(f"    _wv_{name}(out, self.{name})")
+            ns[f"_{key}_rv_{name}"], ns[f"_{key}_wv_{name}"] = rv, wv
+            rlines.append(f"    {name}, pos = _{key}_rv_{name}(buf, pos)")
+            wlines.append(f"    _{key}_wv_{name}(out, self.{name})")
         else:
-            ns[f"_rr_{name}"] = jt.read
-            rlines.append(f"    {name}, pos = _rr_{name}(buf, pos)")
+            ns[f"_{key}_rr_{name}"] = jt.read
+            rlines.append(f"    {name}, pos = _{key}_rr_{name}(buf, pos)")
             wlines.append(f"    self.{name}.write(out)")
         i += 1
-    rlines.append(f"    return _cls({', '.join(names)}), pos")
+    rlines.append(f"    return _{key}_cls({', '.join(names)}), pos")
     if not names:
         wlines.append("    pass")
-    exec("\n".join(rlines) + "\n" + "\n".join(wlines), ns)  # noqa: S102 - compiled codec
-    cls.read = staticmethod(ns["read"])  # type: ignore[attr-defined]
-    cls.write = ns["write"]  # type: ignore[attr-defined]
+    return "\n".join(rlines) + "\n\n\n" + "\n".join(wlines) + "\n", ns
+
+
+def codec_key(cls: type) -> str:
+    """The prefix of a record's names in ``wire/codecs.py``: its module's last part and its name."""
+    return f"{cls.__module__.rpartition('.')[2]}_{cls.__name__}"
+
+
+GENERATING = False  # set by wire.codegen while it imports the records to write wire/codecs.py
+GENERATED: list[tuple[str, str]] = []  # (key, source) of every record decorated, in order
+
+
+class StaleCodecs(RuntimeError):
+    """A record's annotations no longer give the source ``wire/codecs.py`` holds for it."""
+
+
+@dataclass_transform(frozen_default=True)
+def jute_record(cls: type[T]) -> type[T]:
+    """Make ``cls`` a slotted dataclass with its jute reader and writer from ``wire/codecs.py``
+    (generated source: ``codec_source`` gives each record's text, and the record's objects are
+    bound to its names there). Raises StaleCodecs when the record no longer matches the file:
+    run ``python -m zkpy.wire.codegen``. Frozen for the type checker (``dataclass_transform``),
+    which is where its immutability is kept: a frozen dataclass's ``__init__`` pays a call per
+    field at run time, and records are built on every request. Hashed by value, like a frozen one."""
+    cls = dataclasses.dataclass(slots=True, unsafe_hash=True)(cls)
+    hints = get_type_hints(cls, include_extras=True)
+    fields = tuple((f.name, _jute_type(hints[f.name])) for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+    source, objects = codec_source(cls, fields)
+    key = codec_key(cls)
+    if GENERATING:
+        GENERATED.append((key, source))
+        namespace = {**objects, **_PRIMITIVES, "Any": Any}
+        exec(source, namespace)  # noqa: S102 - the text being generated, while it is
+        read, write = namespace[f"{key}_read"], namespace[f"{key}_write"]
+    else:
+        from zkpy.wire import codecs
+
+        if codecs.SOURCES.get(key) != zlib.crc32(source.encode()):
+            raise StaleCodecs(f"wire/codecs.py does not match the record {cls.__module__}.{cls.__name__}: "
+                              "run python -m zkpy.wire.codegen")
+        vars(codecs).update(objects)
+        read, write = getattr(codecs, f"{key}_read"), getattr(codecs, f"{key}_write")
+    cls.read = staticmethod(read)  # type: ignore[attr-defined]
+    cls.write = write  # type: ignore[attr-defined]
     cls.JUTE_FIELDS = fields  # type: ignore[attr-defined]
     return cls
