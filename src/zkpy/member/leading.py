@@ -127,7 +127,7 @@ class LeadingCore(TermCore):
         carried = []
         for o in self.zab.outstanding:
             hdr, txn = decode_payload(o.data)
-            self.tree.apply(hdr, txn)
+            self.tree.apply(hdr, txn, want_stat=False)
             carried.append(LoggedTxn(o.zxid, o.data))
         self.tree.events.clear()
         return History(self.tree, committed + carried, carried)

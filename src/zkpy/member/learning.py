@@ -178,7 +178,7 @@ class LearningCore(TermCore):
         carried = []
         for zxid, data in self.zab.unapplied_logged():
             hdr, txn = decode_payload(data)
-            self.tree.apply(hdr, txn)
+            self.tree.apply(hdr, txn, want_stat=False)
             carried.append(LoggedTxn(zxid, data))
         self.committed.extend(carried)
         self.tree.events.clear()
@@ -346,7 +346,7 @@ class LearningCore(TermCore):
         if self.pipeline is not None:
             self.pipeline.apply_committed(hdr, txn)
         else:
-            self.tree.apply(hdr, txn)
+            self.tree.apply(hdr, txn, want_stat=False)
             self.tree.events.clear()
         if self.trace:
             self._effects.append(Applied(zxid, data, hdr, self.tree.digest))

@@ -391,7 +391,7 @@ class ServerCore(Intake):
         go out, sessions are created or closed, then the request it answers (``_answers``: the
         txn's own `Proposal` here, a learner's forwarded request there) gets its reply and its
         session's queued reads run. ``mine``: this pipeline's own proposal of the txn, if any."""
-        rc = self.tree.apply(hdr, txn, subs)
+        rc = self.tree.apply(hdr, txn, subs, self._answerable(hdr, mine))
         self.metrics.propagation_latency.add(self.wall_ms - hdr.time)
         self.prep.applied(hdr.zxid)
         if self.trace:
@@ -435,6 +435,11 @@ class ServerCore(Intake):
             self._drain_queue(session)
         if self.barrier_waits:
             self._drain_barrier()
+
+    def _answerable(self, hdr: TxnHeader, mine: Proposal | None) -> bool:
+        """May ``_answers`` name a request for this txn (then its reply wants the Stat the apply
+        packs)? Here: the txn is this pipeline's own client's."""
+        return mine is not None and mine.conn is not None
 
     def _answers(self, hdr: TxnHeader, mine: Proposal | None) -> Proposal | Forwarded | None:
         """The queued request that the txn just applied answers, taken off its session's queue:

@@ -175,6 +175,10 @@ class LearnerServerCore(ServerCore):
         """A committed txn, in zxid order; answer the local client that sent it, if any."""
         self._applied(hdr, txn, None, None)
 
+    def _answerable(self, hdr: TxnHeader, mine: Proposal | None) -> bool:
+        """Requests of the txn's session wait here (their head may be the one it answers)."""
+        return hdr.clientId in self.queues
+
     def _answers(self, hdr: TxnHeader, mine: Proposal | None) -> Forwarded | None:
         """The forwarded request at the head of the txn's session queue, if the txn is its answer
         (an upgrade's createSession, or another server's client's txn, answers none here)."""

@@ -193,7 +193,7 @@ def _replay(disk: Disk, result: Recovered, logs: list[tuple[int, str]], log: Log
                 if counted_apart:  # summed apart all the same
                     add_counted(-created_share(txn[0], txn[1], zxid, head[3], head[0] if txn[3] else 0))
         else:
-            apply(TxnHeader(*head), txn)
+            apply(TxnHeader(*head), txn, None, False)  # no reply: no Stat
         tail.append(payload)
         last = zxid
         replayed += 1

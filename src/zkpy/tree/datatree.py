@@ -343,41 +343,44 @@ class DataTree:
 
     # ---- applying txns ----
 
-    def apply(self, hdr: TxnHeader, txn: Any, subs: list[tuple[int, Any]] | None = None) -> TxnResult:
+    def apply(self, hdr: TxnHeader, txn: Any, subs: list[tuple[int, Any]] | None = None,
+              want_stat: bool = True) -> TxnResult:
         """Apply one txn; idempotent for replay. Watch events go to ``self.events``. ``subs``: a
-        multi's inner txns already decoded (by whoever encoded them), else they are decoded here."""
-        result = self._apply_one(hdr.type, txn, hdr.zxid, hdr.time, hdr.clientId, subs)
+        multi's inner txns already decoded (by whoever encoded them), else they are decoded here.
+        ``want_stat``: False where no reply is built from the result (a replay, a replica's txn
+        of another process's client): the changed node's Stat is not packed."""
+        result = self._apply_one(hdr.type, txn, hdr.zxid, hdr.time, hdr.clientId, subs, want_stat)
         if hdr.zxid > self.last_processed_zxid:
             self.last_processed_zxid = hdr.zxid
         return result
 
     def _apply_one(self, op: int, txn: Any, zxid: int, time: int, session: int,
-                   subs: list[tuple[int, Any]] | None = None) -> TxnResult:
+                   subs: list[tuple[int, Any]] | None = None, want_stat: bool = True) -> TxnResult:
         rc = TxnResult(op)
         try:
             if op in _PLAIN_CREATES:
                 owner = session if txn.ephemeral else 0
                 rc.path, rc.stat = txn.path, self.create_node(txn.path, txn.data, txn.acl, owner,
                                                               txn.parentCVersion, zxid, time,
-                                                              op == OpNum.CREATE2)  # create's reply has no Stat
+                                                              want_stat and op == OpNum.CREATE2)  # create's reply has no Stat
             elif op == OpNum.CREATE_CONTAINER:
                 rc.path, rc.stat = txn.path, self.create_node(txn.path, txn.data, txn.acl, CONTAINER_EPHEMERAL_OWNER,
-                                                              txn.parentCVersion, zxid, time)
+                                                              txn.parentCVersion, zxid, time, want_stat)
             elif op == OpNum.CREATE_TTL:
                 owner = to_signed64(TTL_MASK | txn.ttl)
                 rc.path, rc.stat = txn.path, self.create_node(txn.path, txn.data, txn.acl, owner,
-                                                              txn.parentCVersion, zxid, time)
+                                                              txn.parentCVersion, zxid, time, want_stat)
             elif op in (OpNum.DELETE, OpNum.DELETE_CONTAINER):
                 rc.path = txn.path
                 self.delete_node(txn.path, zxid)
             elif op == OpNum.SET_DATA or op == OpNum.RECONFIG:  # a reconfig sets /zookeeper/config
-                rc.path, rc.stat = txn.path, self.set_data(txn.path, txn.data, txn.version, zxid, time)
+                rc.path, rc.stat = txn.path, self.set_data(txn.path, txn.data, txn.version, zxid, time, want_stat)
             elif op == OpNum.SET_ACL:
-                rc.path, rc.stat = txn.path, self.set_acl(txn.path, txn.acl, txn.version)
+                rc.path, rc.stat = txn.path, self.set_acl(txn.path, txn.acl, txn.version, want_stat)
             elif op == OpNum.CHECK:
                 rc.path = txn.path
                 node = self.nodes.get(txn.path)
-                rc.stat = node.stat_bytes() if node else None
+                rc.stat = node.stat_bytes() if node and want_stat else None
             elif op == OpNum.CLOSE_SESSION:
                 paths = txn.paths2Delete if isinstance(txn, CloseSessionTxn) else None
                 self.kill_session(session, zxid, paths)
@@ -387,7 +390,7 @@ class DataTree:
             elif op == OpNum.ERROR:
                 rc.err = txn.err
             elif op == OpNum.MULTI:
-                self._apply_multi(rc, txn, zxid, time, session, subs)
+                self._apply_multi(rc, txn, zxid, time, session, subs, want_stat)
             else:
                 rc.err = Code.UNIMPLEMENTED
         except TxnFailed as exc:
@@ -395,7 +398,7 @@ class DataTree:
         return rc
 
     def _apply_multi(self, rc: TxnResult, txn: MultiTxn, zxid: int, time: int, session: int,
-                     subs: list[tuple[int, Any]] | None) -> None:
+                     subs: list[tuple[int, Any]] | None, want_stat: bool) -> None:
         if subs is None:
             subs = [(t.type, decode_txn(t.type, t.data)) for t in txn.txns]
         failed = any(t == OpNum.ERROR for t, _ in subs)
@@ -415,7 +418,7 @@ class DataTree:
                     # a failed multi records its ops as errors; mirror ZooKeeper's layout
                     sub = ErrorTxn(int(Code.RUNTIMEINCONSISTENCY if post_failed else Code.OK))
                     t = OpNum.ERROR
-                sub_rc = self._apply_one(t, sub, zxid, time, session)
+                sub_rc = self._apply_one(t, sub, zxid, time, session, None, want_stat)
                 results.append(sub_rc)
                 if sub_rc.err and not rc.err:
                     rc.err = sub_rc.err
@@ -526,7 +529,8 @@ class DataTree:
         self._fire(self.child_watches, path, EventType.NODE_DELETED, node.acl, processed)
         self._fire(self.child_watches, parent_path, EventType.NODE_CHILDREN_CHANGED, parent.acl)
 
-    def set_data(self, path: str, data: bytes | None, version: int, zxid: int, time: int) -> bytes:
+    def set_data(self, path: str, data: bytes | None, version: int, zxid: int, time: int,
+                 want_stat: bool = True) -> bytes | None:
         node = self.nodes.get(path)
         if node is None:
             raise TxnFailed(Code.NONODE)
@@ -540,16 +544,16 @@ class DataTree:
             if root is not None:
                 self._count_quota(root, diff, 0)
         self._fire(self.data_watches, path, EventType.NODE_DATA_CHANGED, node.acl)
-        return node.stat_bytes()
+        return node.stat_bytes() if want_stat else None
 
-    def set_acl(self, path: str, acl: list[ACL] | tuple[ACL, ...], version: int) -> bytes:
+    def set_acl(self, path: str, acl: list[ACL] | tuple[ACL, ...], version: int, want_stat: bool = True) -> bytes | None:
         node = self.nodes.get(path)
         if node is None:
             raise TxnFailed(Code.NONODE)
         self._unhash(path, node)
         node.acl, node.aversion = self.intern_acl(acl), version
         self._rehash(path, node)
-        return node.stat_bytes()
+        return node.stat_bytes() if want_stat else None
 
     # ---- quota bookkeeping (see quota.py) ----
 

@@ -210,3 +210,24 @@ def test_a_leaf_has_no_dict_of_its_own_until_its_first_child() -> None:
     tree.apply(hdr(6, OpCode.DELETE), DeleteTxn("/l/x"))  # under a leaf: nothing to remove
     assert tree.nodes["/l"].children is NO_CHILDREN
     assert tree.nodes["/a"].children == {} and len(NO_CHILDREN) == 0 and tree.digest == full_digest(tree)
+
+
+def test_apply_without_a_stat_changes_the_tree_alike() -> None:
+    """``want_stat=False`` (a replay, a replica's txn of another process's client) packs no Stat
+    and changes the tree exactly as an apply that does."""
+    with_stat, without = DataTree(), DataTree()
+    txns: list[tuple[int, Any]] = [(OpCode.CREATE2, CreateTxn("/a", b"1", ACL, False, -1)),
+                                   (OpCode.SET_DATA, SetDataTxn("/a", b"2", 1)),
+                                   (OpCode.CREATE, CreateTxn("/a/b", b"", ACL, False, -1))]
+    for zxid, (op, txn) in enumerate(txns, 1):
+        full = with_stat.apply(hdr(zxid, op), txn)
+        bare = without.apply(hdr(zxid, op), txn, want_stat=False)
+        assert bare.stat is None and bare.err == full.err == 0
+        if op != OpCode.CREATE:
+            assert full.stat == with_stat.get("/a").stat_bytes()
+    multi = [(OpCode.SET_DATA, SetDataTxn("/a", b"3", 2)), (OpCode.DELETE, DeleteTxn("/a/b"))]
+    txn = MultiTxn([Txn(t, sub.to_bytes()) for t, sub in multi])
+    assert all(r.stat is None for r in without.apply(hdr(9, OpCode.MULTI), txn, multi, want_stat=False).multi or [])
+    with_stat.apply(hdr(9, OpCode.MULTI), txn, multi)
+    assert {p: n.stat() for p, n in without.nodes.items()} == {p: n.stat() for p, n in with_stat.nodes.items()}
+    assert without.digest == with_stat.digest
