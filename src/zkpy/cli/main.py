@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import errno
 import importlib
+import importlib.metadata
+import importlib.util
 import logging
 import os
+import platform
 import signal
 import sys
 
@@ -40,8 +43,29 @@ class _Commands(click.Group):
         return command
 
 
+def event_loop_name() -> str:
+    """The event loop a server process runs on: uvloop where it is installed (a dependency where
+    it exists), else asyncio's own."""
+    if importlib.util.find_spec("uvloop") is None:
+        return "asyncio (uvloop is not installed)"
+    try:
+        return f"uvloop {importlib.metadata.version('uvloop')}"
+    except importlib.metadata.PackageNotFoundError:
+        return "uvloop"
+
+
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    click.echo(f"zkpy, version {__version__}")
+    click.echo(f"event loop: {event_loop_name()}")
+    click.echo(f"python: {platform.python_implementation()} {platform.python_version()}")
+    ctx.exit()
+
+
 @click.group(cls=_Commands)
-@click.version_option(version=__version__, prog_name="zkpy")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the version, the event loop and Python, and exit.")
 def main() -> None:
     """zkpy: ZooKeeper in Python."""
 

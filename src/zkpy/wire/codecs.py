@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from zkpy.wire.jute import read_buffer, read_ustring, write_buffer, write_ustring
+from zkpy.wire.primitives import read_buffer, read_ustring, write_buffer, write_ustring
 
 _proto_Id_cls: Any
 _proto_ACL_cls: Any

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from zkpy.wire.jute import read_buffer, read_ustring, write_buffer, write_ustring
+from zkpy.wire.primitives import read_buffer, read_ustring, write_buffer, write_ustring
 '''
 
 

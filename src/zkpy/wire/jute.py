@@ -37,13 +37,19 @@ from typing import (
 
 from zkpy.errors import ProtocolError
 
+# re-exported: the primitives live apart so the generated codecs need not import this module
+from .primitives import INT as INT
+from .primitives import read_buffer as read_buffer
+from .primitives import read_ustring as read_ustring
+from .primitives import write_buffer as write_buffer
+from .primitives import write_ustring as write_ustring
+
 Int = Annotated[int, "int"]
 Long = Annotated[int, "long"]
 Bool = Annotated[bool, "boolean"]
 Buffer = Annotated["bytes | None", "buffer"]
 UString = Annotated[str, "ustring"]  # a null ustring decodes to None
 
-INT = struct.Struct(">i")
 LONG = struct.Struct(">q")
 _FIXED = {"int": ("i", 4), "long": ("q", 8), "boolean": ("?", 1)}
 
@@ -76,52 +82,6 @@ class Record:
         except (struct.error, IndexError, ValueError, ProtocolError) as exc:
             raise ProtocolError(f"malformed {cls.__name__}: {exc}") from exc
         return cast(T, obj)
-
-
-# --- variable-length primitives (also used by hand-written hot paths) ---
-
-
-def read_buffer(buf: bytes | memoryview, pos: int) -> tuple[bytes | None, int]:
-    (n,) = INT.unpack_from(buf, pos)
-    pos += 4
-    if n < 0:
-        if n != -1:
-            raise ProtocolError(f"negative buffer length {n}")
-        return None, pos
-    end = pos + n
-    if end > len(buf):
-        raise ProtocolError(f"buffer length {n} runs past the frame")
-    return bytes(buf[pos:end]), end
-
-
-def read_ustring(buf: bytes | memoryview, pos: int) -> tuple[Any, int]:
-    (n,) = INT.unpack_from(buf, pos)
-    pos += 4
-    if n < 0:
-        if n != -1:
-            raise ProtocolError(f"negative string length {n}")
-        return None, pos
-    end = pos + n
-    if end > len(buf):
-        raise ProtocolError(f"string length {n} runs past the frame")
-    return str(buf[pos:end], "utf-8", "replace"), end
-
-
-def write_buffer(out: bytearray, value: bytes | None) -> None:
-    if value is None:
-        out += b"\xff\xff\xff\xff"
-    else:
-        out += INT.pack(len(value))
-        out += value
-
-
-def write_ustring(out: bytearray, value: str | None) -> None:
-    if value is None:
-        out += b"\xff\xff\xff\xff"
-    else:
-        data = value.encode("utf-8")
-        out += INT.pack(len(data))
-        out += data
 
 
 _PRIMITIVES = {"read_buffer": read_buffer, "read_ustring": read_ustring, "write_buffer": write_buffer,

@@ -18,6 +18,8 @@ def test_python_dash_m_zkpy_is_the_zkpy_command() -> None:
     assert "server" in module.stdout
     version = _run("-m", "zkpy", "--version")
     assert version.returncode == 0 and version.stdout.startswith("zkpy, version "), version
+    lines = version.stdout.splitlines()
+    assert lines[1].startswith("event loop: uvloop ") and lines[2].startswith("python: "), lines  # uvloop: a dependency
 
 
 def test_python_dash_m_zkpy_runs_a_subcommand_and_reports_bad_usage() -> None:
