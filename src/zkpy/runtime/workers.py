@@ -136,14 +136,18 @@ class WorkerPool:
             return
         assert self.loop is not None
         waited = self.loop.run_in_executor(None, wait_child, pid)
-        waited.add_done_callback(lambda done: self._snapshot_written(index, transport, done.result()))
+        waited.add_done_callback(lambda done: self._snapshot_written(index, transport, done))
 
-    def _snapshot_written(self, index: int, transport: asyncio.BaseTransport, code: int) -> None:
-        if self.links.get(index) is None or transport.is_closing():
-            return
+    def _snapshot_written(self, index: int, transport: asyncio.BaseTransport, waited: asyncio.Future[int]) -> None:
+        if waited.cancelled() or waited.exception() is not None:
+            return  # the loop is closing (an exception: the child was reaped elsewhere, it cannot be)
+        code = waited.result()
+        link = self.links.get(index)
+        if link is None or link.transport is not transport or transport.is_closing():
+            return  # that worker's link is gone (a worker started again since has a child of its own)
         if code != 0:
             log.error("the child sending worker %d its replica failed (exit %d): restarting it", index, code)
-            transport.abort()  # type: ignore[attr-defined]
+            link.transport.abort()
             return
         self.hub.snapshot_sent(index)
         self.on_input()
