@@ -38,6 +38,7 @@ from kazoo.security import Id as KazooId
 from puresasl.client import SASLClient
 from tests.conftest import require_apache
 from tests.helpers.rawzk import RawConn
+from tests.interop.test_zkcli import whole_lines
 
 from zkpy.errors import Code
 from zkpy.testing.servers import ServerProcess, start_apache, start_zkpy
@@ -183,7 +184,8 @@ def run_zkcli(server: ServerProcess, script: str, jaas_file: Path | None) -> lis
     env["CLIENT_JVMFLAGS"] = flags
     proc = subprocess.run([ZKCLI, "-server", server.hosts], input=script.encode(), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, env=env, timeout=90, check=False)
-    lines = proc.stdout.decode("utf-8", "replace").splitlines()
+    # an event the client's thread printed inside a command's line goes after that line
+    lines = whole_lines(proc.stdout.decode("utf-8", "replace")).splitlines()
     keep = []
     for line in lines:
         if not line.strip() or line.startswith(("SLF4J:", "Connecting to", "Welcome to", "JLine")) \

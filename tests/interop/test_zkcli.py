@@ -242,6 +242,29 @@ _IDENTITY = re.compile(r"^[a-z0-9]+: \S")
 _EVENT_BLOCK = re.compile(r"\n(WATCHER::|WatchedEvent [^\n]*)\n")
 
 
+def whole_lines(raw: str) -> str:
+    """zkCli's output with every event block of its event thread on lines of its own: a block
+    printed inside a line of the main thread's (``"[config" + "\nWATCHER::\n" + ", quota]"``)
+    goes right after that line; one printed between lines stays where it was."""
+    text = _EVENT_BLOCK.sub("", raw)
+    inserts: list[tuple[int, str]] = []  # (position in text, line)
+    removed = 0
+    for m in _EVENT_BLOCK.finditer(raw):
+        at = m.start() - removed  # where the block was, in the text without blocks
+        removed += m.end() - m.start()
+        line = m.group(1) + "\n"
+        if at and text[at - 1] != "\n":  # inside a line: after its end
+            end = text.find("\n", at)
+            at, line = (len(text), "\n" + line) if end < 0 else (end + 1, line)
+        inserts.append((at, line))
+    out, pos = [], 0
+    for at, line in inserts:  # (in order: positions never decrease)
+        out += [text[pos:at], line]
+        pos = at
+    out.append(text[pos:])
+    return "".join(out)
+
+
 def normalise(raw: str, port: int) -> tuple[list[str], list[str]]:
     """The transcript's lines and, separately, the watch events in the order they arrived."""
     lines: list[str] = []
@@ -324,3 +347,16 @@ def test_zkcli_script_matches_apache(zkpy_server: ServerProcess, apache_server: 
     if got != want:
         diff = "\n".join(difflib.unified_diff(want, got, "apache", "zkpy", lineterm=""))
         pytest.fail(f"zkCli.sh transcript differs (- apache, + zkpy):\n{diff}")
+
+
+def test_an_event_block_printed_inside_a_line_moves_after_it() -> None:
+    """The transcript helpers against zkCli's thread race (no server needed): a block inside a
+    line leaves the line whole, one between lines stays, and the events keep their order."""
+    inside = "Connecting\n[config\nWATCHER::\n\nWatchedEvent state:SyncConnected type:None path:null\n, quota]\nnext\n"
+    assert whole_lines(inside) == ("Connecting\n[config, quota]\nWATCHER::\n"
+                                   "WatchedEvent state:SyncConnected type:None path:null\nnext\n")
+    between = "a\n\nWATCHER::\n\nWatchedEvent x\nb\n"
+    assert whole_lines(between) == "a\nWATCHER::\nWatchedEvent x\nb\n"
+    lines, events = normalise(inside, 1)
+    assert lines == ["Connecting", "[config, quota]", "next"]
+    assert events == ["WatchedEvent state:SyncConnected type:None path:null"]
