@@ -8,6 +8,7 @@ ready when ``srvr`` reports a serving server. Apache ZooKeeper comes from Debian
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -28,17 +29,35 @@ def apache_available() -> bool:
     return os.path.exists(ZK_JAR) and shutil.which("java") is not None
 
 
+PICK_FROM = 10_000  # the lowest port free_ports picks
+_picker = random.Random()  # (not seeded: which free port a test gets is not part of what it tests)
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_ports(1)[0]
 
 
 def free_ports(count: int) -> list[int]:
-    """``count`` distinct free ports (each bound while the next is picked, so none repeats)."""
-    socks = []
+    """``count`` distinct ports free now (each bound while the next is picked, so none repeats).
+
+    Picked at random below the kernel's ephemeral range (``ip_local_port_range``) where there is
+    room: a port of that range may be taken by any outgoing connection (a test run makes
+    thousands) between this pick and the server's own bind; below it, only another explicit bind
+    can take it. Where there is no room, the kernel picks (port 0)."""
+    low = _ephemeral_low()
+    socks: list[socket.socket] = []
     try:
-        for _ in range(count):
+        for _ in range(count * 50):
+            if len(socks) == count:
+                break
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", _picker.randrange(PICK_FROM, low) if low - PICK_FROM >= 1000 else 0))
+            except OSError:  # taken: pick another
+                s.close()
+                continue
+            socks.append(s)
+        while len(socks) < count:  # (every pick taken: let the kernel choose)
             s = socket.socket()
             s.bind(("127.0.0.1", 0))
             socks.append(s)
@@ -46,6 +65,15 @@ def free_ports(count: int) -> list[int]:
     finally:
         for s in socks:
             s.close()
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (32768 where it cannot be read)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def four_letter(port: int, word: str, timeout: float = 5.0, host: str = "127.0.0.1") -> str:
