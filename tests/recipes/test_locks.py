@@ -133,7 +133,10 @@ async def read_write_lock_scenario(hosts: str, root: str) -> None:
         else:
             assert not any(kinds[h] == "w" for h in holders), f"reader {i} got in beside a writer: {events}"
         holders.add(i)
-    assert [i for what, i in events if what == "acquired"] == list(range(len(kinds)))
+    # the two first readers share the lock at once: which of them is told first is a race (seen on
+    # Apache ZooKeeper); everyone after them is served in node order
+    acquired = [i for what, i in events if what == "acquired"]
+    assert sorted(acquired[:2]) == [0, 1] and acquired[2:] == list(range(2, len(kinds))), events
 
 
 def test_read_write_lock_readers_share_and_everyone_is_served_in_arrival_order(base: tuple[str, str]) -> None:
