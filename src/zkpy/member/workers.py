@@ -54,13 +54,18 @@ from zkpy.storage.snapshot import parse_snapshot_stream, snapshot_stream
 from zkpy.storage.txnlog import decode_payload
 from zkpy.tree.datatree import DataTree
 from zkpy.wire.consts import OpCode
-from zkpy.wire.jute import read_ustring
 from zkpy.wire.proto import Id
-from zkpy.wire.quorum import PacketType, QuorumPacket, QuorumPacketReader
+from zkpy.wire.quorum import (
+    PacketType,
+    QuorumPacket,
+    QuorumPacketReader,
+    authinfo_end,
+    read_authinfo,
+    skip_length,
+)
 
 LINK_MAX_BUFFER = (1 << 31) - 1  # a link is between processes of one server: a SNAP may be large
 _PACKET_HEAD = struct.Struct(">iqi")  # a QuorumPacket's type, zxid and data length
-_INT = struct.Struct(">i")
 _NO_AUTH = b"\xff\xff\xff\xff"  # ... and its authinfo: null
 _REQUEST_HEAD = struct.Struct(">qii")  # session, cxid, type (Zab's REQUEST)
 _REVALIDATE_REQ = struct.Struct(">qi")  # session, timeout
@@ -96,7 +101,7 @@ class _LinkReader(QuorumPacketReader):
     def __init__(self) -> None:
         super().__init__(LINK_MAX_BUFFER)
         self._auth: dict[bytes, tuple[Id, ...]] = {}
-        self._last: tuple[bytes, tuple[Id, ...]] = (b"\xff\xff\xff\xff", ())  # an authinfo's bytes, its Ids
+        self._last: tuple[bytes, tuple[Id, ...]] = (_NO_AUTH, ())  # the last authinfo parsed: its bytes, its Ids
 
     def packet(self) -> _Packet | None:
         """The next whole packet, or None until more bytes arrive."""
@@ -104,59 +109,30 @@ class _LinkReader(QuorumPacketReader):
         size = len(buf)
         if size - pos < _PACKET_HEAD.size:
             return None
-        type_, zxid, n = _PACKET_HEAD.unpack_from(buf, pos)
-        start = pos + _PACKET_HEAD.size
-        at = start + n if n > 0 else start + _length(n)  # (an int32 is never over the link's bound)
-        if size - at < 4:
+        at = skip_length(buf, pos + 12, size, LINK_MAX_BUFFER)  # type, zxid, then data
+        if at is None or size - at < 4:
             return None
-        (count,) = _INT.unpack_from(buf, at)
-        end = at + 4
-        auth: tuple[Id, ...] = ()
-        if count == -1:  # every packet but a worker's REQUEST
-            self.pos = end
-            return _Packet(type_, zxid, bytes(buf[start:at]), auth)
-        last_key, last_ids = self._last
-        if buf.startswith(last_key, at):
-            self.pos = at + len(last_key)
-            return _Packet(type_, zxid, bytes(buf[start:at]), last_ids)
-        if count > 0:
-            for _ in range(2 * count):  # scheme and id of each Id
-                if size - end < 4:
-                    return None
-                end += 4 + _length(_INT.unpack_from(buf, end)[0])
-            if end > size:
+        last_key, auth = self._last
+        if buf.startswith(_NO_AUTH, at):  # every packet but a worker's REQUEST
+            end, auth = at + 4, ()
+        elif buf.startswith(last_key, at):
+            end = at + len(last_key)
+        else:
+            found = authinfo_end(buf, at, size, LINK_MAX_BUFFER)
+            if found is None:
                 return None
-            key = bytes(buf[at:end])
+            end, key = found, bytes(buf[at:found])
             cached = self._auth.get(key)
             if cached is None:
-                cached = _read_ids(key, count)
+                cached = tuple(read_authinfo(key, 0))
                 if len(self._auth) >= self.AUTH_CACHE_MAX:
                     self._auth.clear()
                 self._auth[key] = cached
             auth = cached
             self._last = (key, cached)
-        elif count < -1:
-            raise ProtocolError(f"negative authinfo count {count}")
         self.pos = end
-        return _Packet(type_, zxid, bytes(buf[start:at]), auth)
-
-
-def _length(n: int) -> int:
-    """The bytes a jute buffer or string of length ``n`` takes after its length (ProtocolError
-    where jute's checkLength refuses ``n``)."""
-    if n < -1 or n > LINK_MAX_BUFFER:
-        raise ProtocolError(f"length {n} is negative or larger than the link's bound")
-    return n if n > 0 else 0
-
-
-def _read_ids(auth: bytes, count: int) -> tuple[Id, ...]:
-    """The Ids of an authinfo vector (its count first), whose lengths were checked."""
-    ids, at = [], 4
-    for _ in range(count):
-        scheme, at = read_ustring(auth, at)
-        ident, at = read_ustring(auth, at)
-        ids.append(Id(scheme, ident))
-    return tuple(ids)
+        type_, zxid, _n = _PACKET_HEAD.unpack_from(buf, pos)
+        return _Packet(type_, zxid, bytes(buf[pos + _PACKET_HEAD.size:at]), auth)
 
 
 def _packet(type_: int, zxid: int, data: bytes) -> bytes:

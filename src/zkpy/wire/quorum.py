@@ -124,38 +124,50 @@ def read_quorum_packet(buf: bytes | memoryview, pos: int, max_buffer: int) -> tu
     checkLength), or the authinfo count is negative other than -1. The packet is built straight
     from the lengths just checked (its authinfo's Ids too: a REQUEST carries its session's)."""
     end = len(buf)
-    p = _skip_length(buf, pos + 12, end, max_buffer)  # type, zxid, then data
-    if p is None or end - p < 4:
+    at = skip_length(buf, pos + 12, end, max_buffer)  # type, zxid, then data
+    if at is None:
         return None
-    (count,) = INT.unpack_from(buf, p)
+    after = authinfo_end(buf, at, end, max_buffer)
+    if after is None:
+        return None
+    typ, zxid, n = _PACKET_HEAD.unpack_from(buf, pos)
+    data = None if n < 0 else bytes(buf[pos + 16 : pos + 16 + n])
+    return QuorumPacket(typ, zxid, data, read_authinfo(buf, at) if after - at > 4 else []), after
+
+
+def authinfo_end(buf: bytes | memoryview | bytearray, at: int, end: int, max_buffer: int) -> int | None:
+    """The position past the authinfo vector at ``at`` (its count, then each Id's scheme and id),
+    or None until all of it is in; ProtocolError where jute refuses a length or the count."""
+    if end - at < 4:
+        return None
+    (count,) = INT.unpack_from(buf, at)
     if count < -1:
         raise ProtocolError(f"negative authinfo count {count}")
-    p += 4
-    if count <= 0:
-        if p > end:
+    p = at + 4
+    for _ in range(2 * count):  # scheme and id of each Id
+        past = skip_length(buf, p, end, max_buffer)
+        if past is None:
             return None
-        typ, zxid, n = _PACKET_HEAD.unpack_from(buf, pos)
-        data = None if n < 0 else bytes(buf[pos + 16 : pos + 16 + n])
-        return QuorumPacket(typ, zxid, data, []), p
+        p = past
+    return p if p <= end else None
+
+
+def read_authinfo(buf: bytes | memoryview, at: int) -> list[Id]:
+    """The Ids of the whole authinfo vector at ``at``, whose lengths ``authinfo_end`` checked."""
+    (count,) = INT.unpack_from(buf, at)
+    at += 4
     ids = []
     for _ in range(count):
-        scheme = p
-        at = _skip_length(buf, p, end, max_buffer)
-        if at is None:
-            return None
-        after = _skip_length(buf, at, end, max_buffer)
-        if after is None or after > end:
-            return None
-        ids.append(Id(read_ustring(buf, scheme)[0], read_ustring(buf, at)[0]))
-        p = after
-    typ, zxid, n = _PACKET_HEAD.unpack_from(buf, pos)
-    return QuorumPacket(typ, zxid, None if n < 0 else bytes(buf[pos + 16 : pos + 16 + n]), ids), p
+        scheme, at = read_ustring(buf, at)
+        ident, at = read_ustring(buf, at)
+        ids.append(Id(scheme, ident))
+    return ids
 
 
 _PACKET_HEAD = struct.Struct(">iqi")  # a QuorumPacket's type, zxid and data length
 
 
-def _skip_length(buf: bytes | memoryview, p: int, end: int, max_buffer: int) -> int | None:
+def skip_length(buf: bytes | memoryview | bytearray, p: int, end: int, max_buffer: int) -> int | None:
     """The position past the buffer or ustring at ``p`` (None: its length is not all in)."""
     if end - p < 4:
         return None
