@@ -151,6 +151,7 @@ class _Link:
     out: list[bytes] = field(default_factory=list)
     syncs: deque[int] = field(default_factory=deque)  # zxids its pending syncs wait for, in order
     held: bool = False  # its SNAP is being written by the shell: its output waits
+    held_bytes: int = 0  # the txns waiting meanwhile (its worker has no client yet: nothing else waits)
 
 
 class WorkerHub:
@@ -178,7 +179,12 @@ class WorkerHub:
         """The shell wrote a streamed link's SNAP: what waited for it may go."""
         state = self._links.get(link)
         if state is not None:
-            state.held = False
+            state.held, state.held_bytes = False, 0
+
+    def held_over(self, limit: int) -> list[int]:
+        """The links whose SNAP is still being written with more than ``limit`` bytes of txns
+        waiting behind it (the shell bounds what it keeps for a worker that stopped reading)."""
+        return [link for link, state in self._links.items() if state.held and state.held_bytes > limit]
 
     def detach(self, link: int) -> None:
         self._links.pop(link, None)
@@ -207,8 +213,12 @@ class WorkerHub:
             if links:
                 packets.append(_PACKET_HEAD.pack(PacketType.INFORM, zxid, len(payload)) + payload + _NO_AUTH)
         if packets:
+            size = 0
             for state in self._links.values():
                 state.out.extend(packets)
+                if state.held:
+                    size = size or sum(map(len, packets))
+                    state.held_bytes += size
         self._release_syncs()
 
     def applied_through(self, zxid: int) -> None:

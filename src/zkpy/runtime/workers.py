@@ -154,8 +154,14 @@ class WorkerPool:
 
     def applied_up_to(self, zxid: int) -> None:
         """The member applied up to ``zxid``: said before any reply or txn about it leaves, so
-        that a read on any worker after it waits for it (``runtime.worker.SharedZxid``)."""
+        that a read on any worker after it waits for it (``runtime.worker.SharedZxid``). A worker
+        whose SNAP is still being written with ``STALL_LIMIT_BYTES`` of txns waiting behind it
+        (it stopped reading: the child cannot finish) is restarted, as one that stops reading later."""
         self.applied.set(zxid)
+        for index in self.hub.held_over(STALL_LIMIT_BYTES):
+            log.error("worker %d has not read its replica with %d MiB of txns waiting: restarting it", index,
+                      STALL_LIMIT_BYTES >> 20)
+            self._restart(index)
 
     def _hello(self, index: int) -> Hello:
         """What worker ``index`` is told first: the config, and how the member logs (its log
@@ -185,9 +191,15 @@ class WorkerPool:
         if link.transport.get_write_buffer_size() > STALL_LIMIT_BYTES:
             log.error("worker %d has not read %d bytes of txns: restarting it", index,
                       link.transport.get_write_buffer_size())
-            proc = self.procs.get(index)
-            if proc is not None:
-                proc.kill()
+            self._restart(index)
+
+    def _restart(self, index: int) -> None:
+        """Kill worker ``index`` and drop its link: ``link_lost`` starts it again."""
+        proc = self.procs.get(index)
+        if proc is not None:
+            proc.kill()
+        link = self.links.get(index)
+        if link is not None and link.transport is not None:
             link.transport.abort()
 
     def link_lost(self, index: int) -> None:

@@ -318,8 +318,10 @@ def test_a_streamed_snapshot_holds_the_links_txns_until_it_is_sent() -> None:
         pair.send(pair.worker, conn, 1 + i, OpCode.SET_DATA, SetDataRequest("/s", str(i).encode(), -1))
         pair.pump()
         assert 2 not in dict(pair.hub.take())  # held while the child writes
+    assert pair.hub.held_over(200) == [2] and pair.hub.held_over(201) == []  # three INFORMs of 67 bytes
     assert late.receive(snap) and late.pipeline is not None
     pair.hub.snapshot_sent(2)
+    assert pair.hub.held_over(0) == []
     held = dict(pair.hub.take())[2]
     late.receive(held)
     assert late.pipeline.tree.get("/s").data == b"3"
