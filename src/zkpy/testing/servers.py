@@ -30,7 +30,6 @@ def apache_available() -> bool:
 
 
 PICK_FROM = 10_000  # the lowest port free_ports picks
-_picker = random.Random()  # (not seeded: which free port a test gets is not part of what it tests)
 
 
 def free_port() -> int:
@@ -38,13 +37,16 @@ def free_port() -> int:
 
 
 def free_ports(count: int) -> list[int]:
-    """``count`` distinct ports free now (each bound while the next is picked, so none repeats).
+    """``count`` distinct ports free now, none handed out before by this process until it has gone
+    round its whole share of ports.
 
-    Picked at random below the kernel's ephemeral range (``ip_local_port_range``) where there is
-    room: a port of that range may be taken by any outgoing connection (a test run makes
-    thousands) between this pick and the server's own bind; below it, only another explicit bind
-    can take it. Where there is no room, the kernel picks (port 0)."""
-    low = _ephemeral_low()
+    Picked in turn, from a random start, below the kernel's ephemeral range
+    (``ip_local_port_range``): a port of that range may be taken by any outgoing connection (a test
+    run makes thousands) between this pick and the server's own bind; below it, only another
+    explicit bind can take it. Picking in turn, not at random, keeps two calls of one test (an
+    ensemble's ports, then its AdminServer ports) from ever sharing a port, and each pytest-xdist
+    worker picks from its own slice, so two workers never race for one. Where there is no room,
+    the kernel picks (port 0)."""
     socks: list[socket.socket] = []
     try:
         for _ in range(count * 50):
@@ -52,7 +54,7 @@ def free_ports(count: int) -> list[int]:
                 break
             s = socket.socket()
             try:
-                s.bind(("127.0.0.1", _picker.randrange(PICK_FROM, low) if low - PICK_FROM >= 1000 else 0))
+                s.bind(("127.0.0.1", _turns.next_port()))
             except OSError:  # taken: pick another
                 s.close()
                 continue
@@ -67,6 +69,35 @@ def free_ports(count: int) -> list[int]:
             s.close()
 
 
+class _PortTurns:
+    """The ports this process picks from, in turn: its pytest-xdist worker's slice of
+    ``[PICK_FROM, ephemeral low)``, started at a random place (a fresh run does not meet the last
+    run's TIME_WAIT sockets)."""
+
+    def __init__(self) -> None:
+        self._low, self._high = self._share(PICK_FROM, _ephemeral_low())
+        self._next = random.randrange(self._low, self._high) if self._high - self._low >= 100 else 0
+
+    @staticmethod
+    def _share(low: int, high: int) -> tuple[int, int]:
+        """This worker's slice of ``[low, high)`` (all of it outside pytest-xdist)."""
+        try:
+            index = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+            workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+        except ValueError:
+            return low, high
+        size = (high - low) // workers
+        return low + (index % workers) * size, low + (index % workers + 1) * size
+
+    def next_port(self) -> int:
+        """The next port to try (0, the kernel's pick, where the slice is too small)."""
+        if not self._next:
+            return 0
+        port = self._next
+        self._next = port + 1 if port + 1 < self._high else self._low
+        return port
+
+
 def _ephemeral_low() -> int:
     """The first port of the kernel's ephemeral range (32768 where it cannot be read)."""
     try:
@@ -74,6 +105,9 @@ def _ephemeral_low() -> int:
             return int(f.read().split()[0])
     except (OSError, ValueError, IndexError):
         return 32768
+
+
+_turns = _PortTurns()
 
 
 def four_letter(port: int, word: str, timeout: float = 5.0, host: str = "127.0.0.1") -> str:
