@@ -29,6 +29,9 @@ per op, ZooKeeper standalone beside it): see ``bench/figure5.py``, ``bench/figur
 
 ``python -m bench memory [...]`` builds a large tree on zkpy with 1..N serving processes and on
 ZooKeeper and reads each process's RSS and PSS: see ``bench/memory.py``.
+
+``python -m bench staleness [...]`` measures how often a session on a follower misses a create that
+has just returned through the leader, on zkpy and on ZooKeeper: see ``bench/staleness.py``.
 """
 
 from __future__ import annotations
@@ -224,6 +227,10 @@ def main(argv: list[str] | None = None) -> int:
         from . import scale
 
         return scale.main(argv[1:])
+    if argv[:1] == ["staleness"]:
+        from . import staleness
+
+        return staleness.main(argv[1:])
     if argv[:1] == ["memory"]:
         from . import memory
 

@@ -136,6 +136,8 @@ class TermCore:
         for o in pipeline.ready():
             match o:
                 case out.Output():
+                    if self._sends:  # the COMMITs of what it answers leave first (Apache's order)
+                        self._flush_sends()
                     self._effects.append(o)
                 case out.Propose() | out.CheckQuorum() | out.Forward() | out.Revalidate() | out.Touches():
                     to_zab.append(o)
