@@ -418,21 +418,28 @@ class ElectionService:
         link.tasks = [self._spawn(self._send_loop(peer, link)), self._spawn(self._recv_loop(peer, link))]
 
     async def _send_loop(self, peer: _Peer, link: _Link) -> None:
-        """SendWorker: the last message again if nothing newer waits, then whatever is queued."""
+        """SendWorker: the last message again if nothing newer waits, then whatever is queued. A
+        transport that closed under it (the peer reset the connection before the receiver saw it)
+        drops the link: uvloop raises RuntimeError for a write there, asyncio only warns."""
         try:
             if not peer.queue and peer.last_sent is not None:
-                link.writer.write(frame(peer.last_sent))
-                await link.writer.drain()
-            while True:
+                await self._write(link, peer.last_sent)
+            while not link.closed:
                 while not peer.queue:
                     peer.queued.clear()
                     await peer.queued.wait()
                 payload = peer.queue.popleft()
                 peer.last_sent = payload
-                link.writer.write(frame(payload))
-                await link.writer.drain()
+                await self._write(link, payload)
         except OSError as exc:
             self._drop(link, f"send failed: {exc}")
+
+    async def _write(self, link: _Link, payload: bytes) -> None:
+        if link.writer.is_closing():
+            self._drop(link, "send failed: the connection closed")
+            return
+        link.writer.write(frame(payload))
+        await link.writer.drain()
 
     async def _recv_loop(self, peer: _Peer, link: _Link) -> None:
         """RecvWorker: frames in, notifications to the core."""

@@ -278,3 +278,41 @@ def test_quorum_listen_on_all_ips_binds_the_wildcard_address() -> None:
             await close_all(services)
 
     scenario(body)
+
+
+@pytest.mark.parametrize("loop_factory", ["asyncio", "uvloop"])
+def test_a_message_queued_for_a_link_whose_transport_closed_drops_the_link(loop_factory: str) -> None:
+    """The peer reset the connection and the transport closed before the receiver noticed: the
+    sender, woken by a new message, must drop the link (and dial again), not fail its task with
+    uvloop's RuntimeError (issue 26: logged at ERROR in every partition run)."""
+    from zkpy.runtime import election_net
+
+    async def body() -> None:
+        accepted: asyncio.Queue[asyncio.StreamWriter] = asyncio.Queue()
+
+        async def on_accept(_r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            await accepted.put(w)
+
+        listener = await asyncio.start_server(on_accept, "127.0.0.1", 0)
+        port = listener.sockets[0].getsockname()[1]
+        svc = ElectionService(ensemble_configs(2)[0], last_zxid=0, current_epoch=0, cnx_timeout_ms=1000)
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            (await accepted.get()).close()
+            writer.transport.abort()  # closed under the sender, which has not written yet
+            await asyncio.sleep(0)
+            peer, link = election_net._Peer(2), election_net._Link(2, reader, writer)
+            peer.link = link
+            peer.queue.append(b"\x00" * 8)
+            await asyncio.wait_for(svc._send_loop(peer, link), DEADLINE_S)
+            assert link.closed
+        finally:
+            await svc.close()
+            listener.close()
+
+    if loop_factory == "uvloop":
+        uvloop = pytest.importorskip("uvloop")
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            runner.run(asyncio.wait_for(body(), 60.0))
+    else:
+        scenario(body)
