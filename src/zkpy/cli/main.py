@@ -17,7 +17,8 @@ import click
 
 from zkpy import __version__
 from zkpy.cli.ensemble import ensemble
-from zkpy.cli.security_keys import jaas_path_from_flags, super_users_from_flags, system_property_from_flags
+from zkpy.cli.jvmflags import as_zoo_cfg, system_properties
+from zkpy.cli.security_keys import JAAS_KEY
 from zkpy.cli.zoocfg import ConfigError, load_zoo_cfg
 from zkpy.config import ServerConfig
 from zkpy.storage.disk import FaultPlan
@@ -208,9 +209,15 @@ def _config(zoo_cfg: str | None, flags: dict[str, object], quiet: bool = False) 
         click.echo(f"zkpy: {problem}", err=True)
         sys.exit(EXIT_CONFIG)
     try:
-        jaas = jaas_path_from_flags(os.environ.get("SERVER_JVMFLAGS", ""), os.environ.get("JVMFLAGS", ""))
+        properties = system_properties(os.environ)
+        jaas = properties.get(JAAS_KEY) or None
         address_flag = flags.get("client_port_address") is not None
-        config = load_zoo_cfg(zoo_cfg, jaas_path=jaas, loopback_note=not address_flag) if zoo_cfg else ServerConfig()
+        config = load_zoo_cfg(zoo_cfg, jaas_path=jaas, loopback_note=not address_flag,
+                              flags=as_zoo_cfg(properties)) if zoo_cfg else ServerConfig()
+        if not zoo_cfg and (given := as_zoo_cfg(properties).taken({})):
+            logging.getLogger("zkpy.config").warning(
+                "SERVER_JVMFLAGS/JVMFLAGS: %s: read with a zoo.cfg only (zkpy server ZOO_CFG), as ZooKeeper runs "
+                "with one", ", ".join(f"-D{flag}" for flag in given.values()))
         if not zoo_cfg and not address_flag and not quiet:
             logging.getLogger("zkpy.config").warning(
                 "no clientPortAddress (or --address): zkpy listens on 127.0.0.1 only; set clientPortAddress "
@@ -218,21 +225,6 @@ def _config(zoo_cfg: str | None, flags: dict[str, object], quiet: bool = False) 
     except ConfigError as exc:
         click.echo(f"zkpy: {exc}", err=True)
         sys.exit(EXIT_CONFIG)
-    sasl_supers = super_users_from_flags(os.environ.get("SERVER_JVMFLAGS", ""), os.environ.get("JVMFLAGS", ""))
-    read_only = system_property_from_flags(os.environ.get("SERVER_JVMFLAGS", ""), os.environ.get("JVMFLAGS", ""),
-                                           "readonlymode.enabled")
-    if read_only is not None:  # -Dreadonlymode.enabled=..., ZooKeeper's own form of the key, wins over zoo.cfg
-        if read_only.lower() not in ("true", "false"):
-            click.echo(f"zkpy: SERVER_JVMFLAGS/JVMFLAGS: -Dreadonlymode.enabled={read_only!r} must be true or false",
-                       err=True)
-            sys.exit(EXIT_CONFIG)
-        from dataclasses import replace as _replace_ro
-
-        config = _replace_ro(config, read_only_mode=read_only.lower() == "true")
-    if sasl_supers and config.sasl is not None:  # -Dzookeeper.superUser=NAME, as zkServer.sh passes it
-        from dataclasses import replace as _replace
-
-        config = _replace(config, sasl=_replace(config.sasl, super_users=(*config.sasl.super_users, *sasl_supers)))
     if config.quorum is not None and config.quorum.is_ensemble:
         problem = _ensemble_problem(config)
         if problem is not None:
@@ -250,7 +242,6 @@ def _config(zoo_cfg: str | None, flags: dict[str, object], quiet: bool = False) 
         except TlsConfigError as exc:
             click.echo(f"zkpy: {zoo_cfg}: {exc}", err=True)
             sys.exit(EXIT_CONFIG)
-    config = _enforce_quota_from_jvm_flags(config)
     overrides = {k: v for k, v in flags.items() if v is not None}
     if "server_workers" in overrides:
         from zkpy.cli.zoocfg import server_workers
@@ -263,22 +254,6 @@ def _config(zoo_cfg: str | None, flags: dict[str, object], quiet: bool = False) 
 
         config = replace(config, **overrides)  # type: ignore[arg-type]
     return config
-
-
-def _enforce_quota_from_jvm_flags(config: ServerConfig) -> ServerConfig:
-    """``-Dzookeeper.enforceQuota=...`` in ``SERVER_JVMFLAGS``/``JVMFLAGS`` (how zkServer.sh users set
-    it), read as ZooKeeper reads it (Boolean.parseBoolean: only ``true`` is true), unless zoo.cfg
-    names the key: ZooKeeper sets the property from zoo.cfg after the JVM's flags."""
-    value = None
-    for word in f"{os.environ.get('SERVER_JVMFLAGS', '')} {os.environ.get('JVMFLAGS', '')}".split():
-        if word.startswith("-Dzookeeper.enforceQuota="):
-            value = word.split("=", 1)[1].strip("'\"")
-    in_cfg = {line.split("=", 1)[0] for line in config.initial_configuration.splitlines()}
-    if value is None or in_cfg & {"enforceQuota", "zookeeper.enforceQuota"}:
-        return config
-    from dataclasses import replace
-
-    return replace(config, enforce_quota=value.lower() == "true")
 
 
 def _ensemble_problem(config: ServerConfig) -> str | None:

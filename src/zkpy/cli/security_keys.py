@@ -64,37 +64,11 @@ def is_super_user_key(key: str) -> bool:
     return key == "superUser" or key.startswith("superUser.")
 
 
-def super_users_from_flags(server_jvmflags: str, jvmflags: str) -> tuple[str, ...]:
-    """The SASL super users ``-Dzookeeper.superUser[.*]=NAME`` name in the JVM flags zkServer.sh passes."""
-    found: dict[str, str] = {}
-    for word in f"{server_jvmflags} {jvmflags}".split():
-        if word.startswith("-Dzookeeper.superUser") and "=" in word:
-            key, value = word[2:].split("=", 1)
-            if key == "zookeeper.superUser" or key.startswith("zookeeper.superUser."):
-                found[key] = value.strip("'\"")
-    return tuple(v for v in found.values() if v)
-
-
 Warn = Callable[[str, str], None]
 """``warn(key, why)``: the one WARN line for a key that has no effect."""
 
 SaslReader = Callable[[str, str], SaslConfig | None]
 """``read(jaas_path, section)``: the section's users, None without the section (ValueError: a bad file)."""
-
-
-def system_property_from_flags(server_jvmflags: str, jvmflags: str, name: str) -> str | None:
-    """The value ``-D<name>=VALUE`` gives in the JVM flags, as zkServer.sh passes
-    ``$SERVER_JVMFLAGS $JVMFLAGS`` to Java (the last one wins); None when no flag names it."""
-    found = None
-    for word in f"{server_jvmflags} {jvmflags}".split():
-        if word.startswith(f"-D{name}="):
-            found = word.split("=", 1)[1].strip("'\"")
-    return found
-
-
-def jaas_path_from_flags(server_jvmflags: str, jvmflags: str) -> str | None:
-    """The JAAS file ``-Djava.security.auth.login.config=FILE`` names in the JVM flags."""
-    return system_property_from_flags(server_jvmflags, jvmflags, JAAS_KEY) or None
 
 
 def _bool(key: str, value: str) -> bool:
@@ -227,7 +201,7 @@ def security_config(props: Mapping[str, str], warn: Warn, read_text: Callable[[s
         supers = tuple(props[k].strip() for k in sorted(props) if is_super_user_key(k) and props[k].strip())
         if supers:
             values["sasl"] = _replace_sasl(values["sasl"], super_users=supers)
-    elif "sasl" in schemes:
+    elif "sasl" in schemes and not path:
         warn(schemes["sasl"], f"no JAAS file is configured (set {JAAS_KEY} in zoo.cfg or "
                               f"-D{JAAS_KEY}=FILE in SERVER_JVMFLAGS), so no client can authenticate with SASL")
     for key in ("kerberos.removeHostFromPrincipal", "kerberos.removeRealmFromPrincipal"):

@@ -25,11 +25,13 @@ import ipaddress
 import logging
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import fields, replace
 from typing import Any
 
 from zkpy.cli.jaas import read_sasl_section
+from zkpy.cli.jvmflags import SOURCE as FLAG_SOURCE
+from zkpy.cli.jvmflags import FlagSettings
 from zkpy.cli.security_keys import SSL_KEYS_WITHOUT_EFFECT, is_security_key, security_config
 from zkpy.cli.zoocfg_keys import KEYS, Treatment, refuses, rule_for
 from zkpy.config import LearnerType, QuorumConfig, QuorumServer, ServerConfig
@@ -93,15 +95,16 @@ def read_myid_file(path: str) -> str | None:
 
 
 def load_zoo_cfg(path: str, read_myid: MyidReader = read_myid_file, jaas_path: str | None = None,
-                 loopback_note: bool = True) -> ServerConfig:
+                 loopback_note: bool = True, flags: FlagSettings | None = None) -> ServerConfig:
     """``jaas_path``: the JAAS file the environment names (``SERVER_JVMFLAGS``/``JVMFLAGS``);
-    ``loopback_note``: see ``config_from_properties``."""
+    ``loopback_note``: see ``config_from_properties``; ``flags``: the JVM flags' system
+    properties as zoo.cfg lines (``jvmflags``), read with the file's."""
     try:
         with open(path, encoding="utf-8") as f:
             props = parse_properties(f.read())
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    config = config_from_properties(props, path, read_myid, jaas_path, loopback_note=loopback_note)
+    config = config_from_properties(props, path, read_myid, jaas_path, loopback_note=loopback_note, flags=flags)
     if "dynamicConfigFile" in props and os.path.exists(path + NEXT_DYNAMIC_SUFFIX):
         _warner(path)(path + NEXT_DYNAMIC_SUFFIX, "it holds the configuration of a reconfig in progress; zkpy does "
                       "not read it: a reconfig whose txn is in the log is completed from the log (/zookeeper/config) "
@@ -161,17 +164,27 @@ def _bool(source: str, key: str, value: str) -> bool:
 
 def config_from_properties(props: dict[str, str], source: str, read_myid: MyidReader = _no_myid,
                            jaas_path: str | None = None, read_file: Callable[[str], str] = _read_text,
-                           loopback_note: bool = True) -> ServerConfig:
+                           loopback_note: bool = True, flags: FlagSettings | None = None) -> ServerConfig:
     """A ServerConfig from zoo.cfg's properties; ``source`` names the file in errors. ``read_myid``
     reads ``dataDir/myid`` (the default finds none: pass ``read_myid_file`` for the real one);
     ``jaas_path`` is the JAAS file the environment names, if any; ``read_file`` reads the
     ``dynamicConfigFile``. With ``loopback_note``, a config without a client address says in one
-    line that zkpy listens on loopback only (the caller passes False when a flag sets the address)."""
+    line that zkpy listens on loopback only (the caller passes False when a flag sets the address).
+    ``flags``: the JVM flags' system properties as zoo.cfg lines, read as the file's and named as
+    flags in errors and WARNs."""
+    file_props = props
+    from_flags: dict[str, str] = {}  # zoo.cfg key -> the flag it came from
+    if flags is not None:
+        props = flags.merged_with(file_props)
+        from_flags = flags.taken(file_props)
+        for name in flags.without_effect:
+            log.warning("%s: -D%s has no effect (ZooKeeper reads %s from zoo.cfg only)", FLAG_SOURCE, name,
+                        name.removeprefix("zookeeper."))
     values: dict[str, Any] = {}
     quorum_values: dict[str, Any] = {}
     servers: dict[ServerId, tuple[str, QuorumServer]] = {}
     hierarchy = _Hierarchy(source)
-    warn = _warner(source)
+    warn = _warner(source, from_flags)
     dynamic = props.get("dynamicConfigFile")
     if dynamic is not None:
         for key in props:
@@ -190,67 +203,68 @@ def config_from_properties(props: dict[str, str], source: str, read_myid: MyidRe
                 hierarchy.add(key, value)  # _read_dynamic let through only server, group and weight lines
     autocreate = True
     for key, value in props.items():
+        where = f"{FLAG_SOURCE} (-D{from_flags[key]})" if key in from_flags else source
         if key in _INT_KEYS:
-            values[_INT_KEYS[key]] = _int(source, key, value)
+            values[_INT_KEYS[key]] = _int(where, key, value)
         elif key in _QUORUM_INT_KEYS:
-            quorum_values[_QUORUM_INT_KEYS[key]] = _int(source, key, value)
+            quorum_values[_QUORUM_INT_KEYS[key]] = _int(where, key, value)
             if key == "electionAlg" and quorum_values["election_alg"] != 3:
-                raise ConfigError(f"{source}: electionAlg={value}: only 3 (fast leader election) is supported")
+                raise ConfigError(f"{where}: electionAlg={value}: only 3 (fast leader election) is supported")
         elif key in _QUORUM_BOOL_KEYS:
-            quorum_values[_QUORUM_BOOL_KEYS[key]] = _bool(source, key, value)
+            quorum_values[_QUORUM_BOOL_KEYS[key]] = _bool(where, key, value)
         elif key == "peerType":
             if value.lower() not in ("participant", "observer"):
-                raise ConfigError(f"{source}: peerType={value!r} must be participant or observer")
+                raise ConfigError(f"{where}: peerType={value!r} must be participant or observer")
             quorum_values["peer_type"] = LearnerType(value.lower())
         elif key.startswith("server."):
-            _add_server(source, key, value, servers)
+            _add_server(where, key, value, servers)
         elif key.startswith(("group", "weight")):
             hierarchy.add(key, value)
         elif key in _STR_KEYS:
             if not value:
-                raise ConfigError(f"{source}: {key} is empty")
+                raise ConfigError(f"{where}: {key} is empty")
             values[_STR_KEYS[key]] = value
         elif key == "4lw.commands.whitelist":
             words = frozenset(w.strip() for w in value.split(",") if w.strip())
             bad = sorted(words - _FOUR_LETTER)
             if bad:
-                raise ConfigError(f"{source}: 4lw.commands.whitelist names unknown command {bad[0]!r}")
+                raise ConfigError(f"{where}: 4lw.commands.whitelist names unknown command {bad[0]!r}")
             values["four_letter_words"] = words
         elif key == "forceSync":
             if value.lower() not in ("yes", "no"):
-                raise ConfigError(f"{source}: forceSync={value!r} must be yes or no")
+                raise ConfigError(f"{where}: forceSync={value!r} must be yes or no")
             values["force_sync"] = value.lower() == "yes"
         elif key in ("extendedTypesEnabled", "zookeeper.extendedTypesEnabled"):
-            values["extended_types"] = _bool(source, key, value)
+            values["extended_types"] = _bool(where, key, value)
         elif key in ("enforceQuota", "zookeeper.enforceQuota"):
-            values["enforce_quota"] = _bool(source, key, value)
+            values["enforce_quota"] = _bool(where, key, value)
         elif key == "reconfigEnabled":
-            values["reconfig_enabled"] = _bool(source, key, value)
+            values["reconfig_enabled"] = _bool(where, key, value)
         elif key in ("admin.enableServer", "admin.forceHttps"):
-            values["admin_enabled" if key == "admin.enableServer" else "admin_force_https"] = _bool(source, key, value)
+            values["admin_enabled" if key == "admin.enableServer" else "admin_force_https"] = _bool(where, key, value)
         elif key == "metricsProvider.className":
             if value not in (PROMETHEUS_PROVIDER, DEFAULT_METRICS_PROVIDER):
-                raise ConfigError(f"{source}: metricsProvider.className={value}: zkpy provides "
+                raise ConfigError(f"{where}: metricsProvider.className={value}: zkpy provides "
                                   f"{PROMETHEUS_PROVIDER} (or {DEFAULT_METRICS_PROVIDER}, no metrics)")
             values["metrics_prometheus"] = value == PROMETHEUS_PROVIDER
         elif key == "readonlymode.enabled":
-            values["read_only_mode"] = _bool(source, key, value)
+            values["read_only_mode"] = _bool(where, key, value)
         elif key == "serverWorkers":
-            values["server_workers"] = server_workers(source, key, value)
+            values["server_workers"] = server_workers(where, key, value)
         elif key == "metricsProvider.exportJvmInfo":
-            values["metrics_export_jvm_info"] = _bool(source, key, value)
+            values["metrics_export_jvm_info"] = _bool(where, key, value)
         elif key == "DigestAuthenticationProvider.superDigest":
             if not value:
-                raise ConfigError(f"{source}: {key} is empty")
+                raise ConfigError(f"{where}: {key} is empty")
             values["super_digest"] = value
         elif key == "datadir.autocreate":
-            autocreate = _bool(source, key, value)
+            autocreate = _bool(where, key, value)
         elif key == "dynamicConfigFile":
             continue  # read above
         elif is_security_key(key) or key in SSL_KEYS_WITHOUT_EFFECT:
             continue  # security_keys reads them all below
         else:
-            _check_rule(source, key, value, warn)
+            _check_rule(where, key, value, warn)
     if "data_dir" not in values:
         raise ConfigError(f"{source}: dataDir is not set")
     if not autocreate:
@@ -281,14 +295,14 @@ def config_from_properties(props: dict[str, str], source: str, read_myid: MyidRe
         log.warning("%s: localSessionsEnabled has no effect on a standalone server: its sessions are all global, "
                     "as in ZooKeeper 3.8", source)
     try:
-        values.update(security_config(props, _warner(source), _read_text, read_sasl_section, jaas_path))
+        values.update(security_config(props, warn, _read_text, read_sasl_section, jaas_path))
         if "secure_client_port" in values and "client_port" not in values:
             values["client_port_enabled"] = False  # as ZooKeeper: only the TLS port listens
     except ValueError as exc:
         raise ConfigError(f"{source}: {exc}") from None
     values.setdefault("admin_enabled", True)  # a zoo.cfg's AdminServer is on unless turned off, as ZooKeeper's
     values["initial_configuration"] = "".join(  # the initial_configuration command; passwords masked
-        f"{k}={'********' if 'password' in k.lower() else v}\n" for k, v in props.items())
+        f"{k}={'********' if 'password' in k.lower() else v}\n" for k, v in file_props.items())
     known = {f.name for f in fields(ServerConfig)}
     assert set(values) <= known
     cfg = ServerConfig(**values)
@@ -301,9 +315,14 @@ def config_from_properties(props: dict[str, str], source: str, read_myid: MyidRe
     return cfg
 
 
-def _warner(source: str) -> Callable[[str, str], None]:
+def _warner(source: str, from_flags: Mapping[str, str] | None = None) -> Callable[[str, str], None]:
+    """The one WARN line for a key without effect, naming where it was given (``from_flags``:
+    zoo.cfg key -> the JVM flag it came from)."""
     def warn(key: str, why: str) -> None:
-        log.warning("%s: %s has no effect in zkpy: %s", source, key, why)
+        if from_flags and key in from_flags:
+            log.warning("%s: -D%s has no effect in zkpy: %s", FLAG_SOURCE, from_flags[key], why)
+        else:
+            log.warning("%s: %s has no effect in zkpy: %s", source, key, why)
 
     return warn
 

@@ -22,7 +22,7 @@ def cfg(tmp_path: Path, *lines: str) -> str:
     ("", ("enforceQuota=true",), None, True),
     ("", ("zookeeper.enforceQuota=true",), None, True),
     ("-Xmx1g -Dzookeeper.enforceQuota=true", (), None, True),
-    ("-Dzookeeper.enforceQuota=yes", (), None, False),  # Boolean.parseBoolean
+    ("-Dzookeeper.enforceQuota=false", (), None, False),
     ("-Dzookeeper.enforceQuota=true", ("enforceQuota=false",), None, False),
     ("", ("enforceQuota=true",), False, False),
     ("", (), True, True),

@@ -39,4 +39,5 @@ def test_a_bad_flag_value_exits_2_naming_it(tmp_path: Path, monkeypatch: pytest.
     with pytest.raises(SystemExit) as exit_:
         _config(_cfg(tmp_path), {}, quiet=True)
     assert exit_.value.code == 2
-    assert "-Dreadonlymode.enabled='yes'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "(-Dreadonlymode.enabled)" in err and "'yes'" in err

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from zkpy.cli.security_keys import super_users_from_flags, system_property_from_flags
 from zkpy.cli.zoocfg import ConfigError, load_zoo_cfg
 
 SASL_PROVIDER = "org.apache.zookeeper.server.auth.SASLAuthenticationProvider"
@@ -69,13 +68,6 @@ def test_enforced_sasl_with_the_provider(tmp_path: Path) -> None:
     assert cfg.session_require_client_sasl_auth
 
 
-def test_super_users_from_jvm_flags() -> None:
-    flags = "-Xmx1g -Dzookeeper.superUser=admin -Dzookeeper.superUser.2=ops -Dzookeeper.superUserX=no"
-    assert super_users_from_flags(flags, "") == ("admin", "ops")
-    assert super_users_from_flags("", "-Dzookeeper.superUser=a -Dzookeeper.superUser=b") == ("b",)  # the last wins
-    assert super_users_from_flags("", "") == ()
-
-
 def test_kerberos_refusal_exits_2_with_one_line(tmp_path: Path) -> None:
     """What an operator sees: exit 2 and one line naming the file, before anything listens."""
     cfg = write_cfg(tmp_path, KERBEROS_JAAS, **{"authProvider.1": SASL_PROVIDER})
@@ -87,8 +79,15 @@ def test_kerberos_refusal_exits_2_with_one_line(tmp_path: Path) -> None:
     assert len(errors) == 1 and "GSSAPI" in errors[0] and "jaas.conf" in errors[0]
 
 
-def test_a_system_property_is_read_from_the_jvm_flags_the_last_one_winning() -> None:
-    assert system_property_from_flags("-Dreadonlymode.enabled=true", "", "readonlymode.enabled") == "true"
-    assert system_property_from_flags("-Dreadonlymode.enabled=true", "-Dreadonlymode.enabled='false'",
-                                      "readonlymode.enabled") == "false"
-    assert system_property_from_flags("-Dzookeeper.readonlymode.enabled=true", "", "readonlymode.enabled") is None
+@pytest.mark.parametrize(("jaas_text", "expected"), [
+    ("Other {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n  user_bob=\"x\";\n};\n",
+     "has no 'Server' section"),
+    (None, "no JAAS file is configured"),
+])
+def test_sasl_without_a_usable_jaas_section_gets_one_warning_that_says_why(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, jaas_text: str | None, expected: str) -> None:
+    """Issue 26: a JAAS file without the Server section also got "no JAAS file is configured"."""
+    with caplog.at_level("WARNING", logger="zkpy"):
+        load_zoo_cfg(write_cfg(tmp_path, jaas_text, **{"authProvider.1": SASL_PROVIDER}))
+    lines = [r.getMessage() for r in caplog.records if "SASL" in r.getMessage()]
+    assert len(lines) == 1 and expected in lines[0], lines
