@@ -171,10 +171,14 @@ class LearningCore(TermCore):
 
     def carry_over(self) -> History | None:
         """A learner that served hands its tree on, with every txn it logged applied (the shell's
-        log holds them once closed); one whose synchronisation did not finish makes the next term
-        recover from disk."""
+        log holds them once closed); one whose synchronisation began and did not finish makes the
+        next term recover from disk. One that never began it (the leader could not be reached, or
+        went before its DIFF, TRUNC or SNAP) hands on the tree it was given, untouched, as
+        ZooKeeper keeps its ZKDatabase: a reload would cost seconds with a large tree."""
         if not self.served:
-            return None
+            if self.zab.synchronising or self._snap is not None:
+                return None
+            return History(self.tree, list(self.committed), [])
         carried = []
         for zxid, data in self.zab.unapplied_logged():
             hdr, txn = decode_payload(data)

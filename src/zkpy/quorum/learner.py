@@ -178,6 +178,7 @@ class Learner:
         self.sync_limit_ms = sync_limit * tick_ms
         self.config_version = config_version
         self.phase = Phase.DISCOVERY
+        self.synchronising = False  # DIFF, TRUNC or SNAP came: the tree may be the leader's from here on
         self.new_epoch = -1
         self._snapshot_needed = False
         self._txns: deque[_Txn] = deque()  # proposals (and SYNC markers) not yet applied, in order
@@ -257,6 +258,7 @@ class Learner:
 
     def _on_sync_start(self, p: QuorumPacket) -> None:
         t = p.type
+        self.synchronising = True
         if t == PacketType.DIFF:
             self._snapshot_needed = False
         elif t == PacketType.TRUNC:
