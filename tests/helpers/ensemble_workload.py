@@ -121,11 +121,11 @@ def _read_level(client: KazooClient, paths: list[str]) -> dict[str, tuple[bytes,
     return out
 
 
-def tree_dump(port: int, root: str = "/") -> dict[str, tuple[bytes, int, int, int, int, int]]:
+def tree_dump(port: int, root: str = "/", host: str = "127.0.0.1") -> dict[str, tuple[bytes, int, int, int, int, int]]:
     """Every node under ``root`` on the server at ``port`` (after a sync): data and the Stat fields
     every replica must agree on (czxid, mzxid, version, cversion, ephemeralOwner). Read a level
     of the tree at a time, pipelined: thousands of nodes take a moment, not seconds."""
-    client = patient_client(f"127.0.0.1:{port}")
+    client = patient_client(f"{host}:{port}")
     try:
         client.retry(client.sync, "/")
         out: dict[str, tuple[bytes, int, int, int, int, int]] = {}
@@ -149,7 +149,7 @@ def wait_same_trees(servers: Sequence[ServerProcess], deadline_s: float = 60.0) 
     """Wait until every running server's tree is the same; return it."""
     deadline = time.monotonic() + deadline_s
     while True:
-        dumps = {s.extra["myid"]: tree_dump(s.port) for s in servers if s.proc.poll() is None}
+        dumps = {s.extra["myid"]: tree_dump(s.port, host=s.host) for s in servers if s.proc.poll() is None}
         first = next(iter(dumps.values()))
         if all(d == first for d in dumps.values()):
             return first

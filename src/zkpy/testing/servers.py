@@ -127,10 +127,11 @@ class ServerProcess:
     extra: dict[str, str] = field(default_factory=dict)
     cmd: list[str] = field(default_factory=list)  # how it was started, for restart_ensemble_member
     kept_log: str | None = None  # the log's tail, kept when its data dir is removed
+    host: str = "127.0.0.1"  # the address it serves clients on (a test bed member's own: zkpy.testing.netbed)
 
     @property
     def hosts(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def log(self, since: int = 0) -> str:
         """The server's log from byte ``since`` on (the kept tail once its data dir is gone)."""
@@ -188,7 +189,7 @@ def _wait_ready(server: ServerProcess, deadline_s: float) -> None:
         if server.proc.poll() is not None:
             raise RuntimeError(f"{server.kind} server exited with {server.proc.returncode}:\n{server.log()[-4000:]}")
         try:
-            if four_letter(server.port, "srvr", timeout=1.0).startswith("Zookeeper version"):
+            if four_letter(server.port, "srvr", timeout=1.0, host=server.host).startswith("Zookeeper version"):
                 return
         except OSError:
             pass
@@ -290,7 +291,7 @@ def server_mode(server: ServerProcess, timeout: float = 1.0) -> str | None:
     """The ``Mode:`` a server reports in ``srvr`` (``standalone``, ``leader``, ``follower``,
     ``observer``, ``read-only``), or ``None`` if it does not answer or is not serving."""
     try:
-        answer = four_letter(server.port, "srvr", timeout=timeout)
+        answer = four_letter(server.port, "srvr", timeout=timeout, host=server.host)
     except OSError:
         return None
     for line in answer.splitlines():
@@ -302,7 +303,7 @@ def server_mode(server: ServerProcess, timeout: float = 1.0) -> str | None:
 def server_zxid(server: ServerProcess, timeout: float = 1.0) -> int | None:
     """The ``Zxid:`` a server reports in ``srvr``, or ``None`` if it does not answer."""
     try:
-        answer = four_letter(server.port, "srvr", timeout=timeout)
+        answer = four_letter(server.port, "srvr", timeout=timeout, host=server.host)
     except OSError:
         return None
     for line in answer.splitlines():
@@ -542,7 +543,7 @@ def server_of_session(servers: Sequence[ServerProcess], session_id: int,
             if s.proc.poll() is not None:
                 continue
             try:
-                answer = four_letter(s.port, "cons", timeout=2.0)
+                answer = four_letter(s.port, "cons", timeout=2.0, host=s.host)
             except OSError:
                 continue
             if any(needle + "," in line or needle + ")" in line for line in answer.splitlines()):
