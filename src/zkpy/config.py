@@ -54,6 +54,9 @@ class QuorumConfig:
     election_alg: int = 3  # electionAlg (3.8 knows only 3: fast leader election over TCP)
     standalone_enabled: bool = True  # standaloneEnabled
     quorum_listen_on_all_ips: bool = False  # quorumListenOnAllIPs
+    # zkpy.quorumBindAddress: where my quorum and election ports listen, where that is not the
+    # address my server.N line announces (a wildcard there makes peers dial me by their own config)
+    bind_host: str | None = None
     cnx_timeout_ms: int = 5000  # cnxTimeout: connecting to a peer's election port
     # zkpy.quorumSync: the leader answers a sync only after a quorum confirms it still leads
     # (ZooKeeper's sync does not check; see ZOOKEEPER-1675)
@@ -102,6 +105,18 @@ class QuorumConfig:
     def me(self) -> QuorumServer | None:
         """This server's own line (``None`` without a myid)."""
         return None if self.my_id is None else self.server(self.my_id)
+
+    def listen_host(self) -> str:
+        """The address my quorum and election ports listen on: every address with
+        quorumListenOnAllIPs, else zkpy.quorumBindAddress, else my own line's."""
+        if self.quorum_listen_on_all_ips:
+            return "0.0.0.0"
+        if self.bind_host is not None:
+            return self.bind_host
+        me = self.me
+        if me is None:
+            raise ValueError("no server line of my own to listen on")
+        return me.host
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,6 +64,7 @@ _INT_KEYS = _generic("int", quorum=False)
 _STR_KEYS = _generic("str", quorum=False)
 _QUORUM_INT_KEYS = _generic("int", quorum=True)
 _QUORUM_BOOL_KEYS = _generic("bool", quorum=True)
+_QUORUM_STR_KEYS = _generic("str", quorum=True)
 PROMETHEUS_PROVIDER = "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider"
 DEFAULT_METRICS_PROVIDER = "org.apache.zookeeper.metrics.impl.DefaultMetricsProvider"
 _FOUR_LETTER = {"ruok", "srvr", "stat", "mntr", "conf", "cons", "crst", "srst", "envi", "wchs", "wchc",
@@ -212,6 +213,10 @@ def config_from_properties(props: dict[str, str], source: str, read_myid: MyidRe
                 raise ConfigError(f"{where}: electionAlg={value}: only 3 (fast leader election) is supported")
         elif key in _QUORUM_BOOL_KEYS:
             quorum_values[_QUORUM_BOOL_KEYS[key]] = _bool(where, key, value)
+        elif key in _QUORUM_STR_KEYS:
+            if not value:
+                raise ConfigError(f"{where}: {key} is empty")
+            quorum_values[_QUORUM_STR_KEYS[key]] = value
         elif key == "peerType":
             if value.lower() not in ("participant", "observer"):
                 raise ConfigError(f"{where}: peerType={value!r} must be participant or observer")

@@ -133,6 +133,10 @@ KEYS: dict[str, KeyRule] = {
                                    "quorum.standalone_enabled", "bool"),
     "quorumListenOnAllIPs": _honoured("listen for peers on every address", "quorum.quorum_listen_on_all_ips",
                                       "bool"),
+    "zkpy.quorumBindAddress": _honoured("zkpy's own: the address this member's quorum and election ports "
+                                        "listen on, where it differs from the one its server.N line announces "
+                                        "(quorumListenOnAllIPs=true still listens on every address)",
+                                        "quorum.bind_host", "str"),
     "zkpy.quorumSync": _honoured("zkpy's own: a sync is answered only after a quorum confirms the leader",
                                  "quorum.quorum_sync", "bool"),
     "reconfigEnabled": _honoured("true: the reconfig command changes the ensemble at runtime (dynamic files "

@@ -149,9 +149,9 @@ class ElectionService:
         return self._election
 
     async def start(self) -> None:
-        """Listen on my election address (every address with quorumListenOnAllIPs) and dial the voters
+        """Listen on my election address (``QuorumConfig.listen_host``) and dial the voters
         with smaller sids: those links I keep. Larger sids dial me (3.8 itself dials only on demand)."""
-        host = "0.0.0.0" if self._quorum.quorum_listen_on_all_ips else self._me.host
+        host = self._quorum.listen_host()
         self._server = await asyncio.start_server(self._accept, host, self._me.election_port, reuse_address=True,
                                                   ssl=self._tls.server if self._tls else None,
                                                   ssl_handshake_timeout=self._cnx_timeout_s if self._tls else None)

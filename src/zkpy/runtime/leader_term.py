@@ -109,7 +109,7 @@ class LeaderTerm(Term):
         self.ended = loop.create_future()
         me = host.quorum.me
         assert me is not None
-        address = "0.0.0.0" if host.quorum.quorum_listen_on_all_ips else me.host
+        address = host.quorum.listen_host()
         self._start_persistence()
         tls = host.quorum_tls
         self._server = await loop.create_server(lambda: LearnerLink(self), address, me.peer_port, reuse_address=True,

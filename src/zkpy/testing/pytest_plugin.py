@@ -21,9 +21,9 @@ fixtures runs exactly as without it. docs/testing.md is the user's guide.
 Invariants: a fixture's servers, clients and data dirs are gone when its scope ends, whatever the
 test did to them; every peer link of a ``ZkEnsemble`` (member ``i`` to member ``j``, quorum and
 election port) goes through a proxy of its own, so cutting member ``i`` from member ``j`` touches
-no other link. A member's own line names its quorum and election ports on ``0.0.0.0`` (it listens
-on every address, as ``server.N=0.0.0.0:...`` does in ZooKeeper): a peer that is dialled by a lower
-id dials back to the address that id announced, and a wildcard one sends it to its configuration,
+no other link. A member's own line announces its quorum and election ports on ``0.0.0.0`` while
+it listens on 127.0.0.1 only (``zkpy.quorumBindAddress``): a peer that is dialled by a lower id
+dials back to the address that id announced, and a wildcard one sends it to its configuration,
 that is through the proxy, where a loopback address would go around it. The servers themselves come from zkpy.testing.servers, the proxies from
 zkpy.testing.proxy: this module only wires them to pytest.
 """
@@ -159,8 +159,9 @@ class ZkEnsemble:
                                       f";127.0.0.1:{client[j - 1]}"
                        for j in range(1, n + 1) if j != i}
                    for i in range(1, n + 1)}
-            for i in range(1, n + 1):
+            for i in range(1, n + 1):  # announced as the wildcard, listening on loopback only
                 own[i][f"server.{i}"] = f"0.0.0.0:{quorum[i - 1]}:{election[i - 1]};127.0.0.1:{client[i - 1]}"
+                own[i]["zkpy.quorumBindAddress"] = "127.0.0.1"
             root = tempfile.mkdtemp(prefix="zk-ensemble-test-")
             processes = servers._launch_members(
                 root, [("zkpy", i, client[i - 1]) for i in range(1, n + 1)], lines, settings, tick_ms=tick_ms,

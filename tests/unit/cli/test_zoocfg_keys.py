@@ -139,6 +139,7 @@ HONOURED_SAMPLES: dict[str, tuple[str, str, object]] = {
     "quorumListenOnAllIPs": ("true", "quorum.quorum_listen_on_all_ips", True),
     "reconfigEnabled": ("true", "reconfig_enabled", True),
     "zkpy.quorumSync": ("true", "quorum.quorum_sync", True),
+    "zkpy.quorumBindAddress": ("127.0.0.2", "quorum.bind_host", "127.0.0.2"),
     "localSessionsEnabled": ("true", "quorum.local_sessions", True),
     "localSessionsUpgradingEnabled": ("true", "quorum.local_sessions_upgrading", True),
     "admin.enableServer": ("false", "admin_enabled", False),

@@ -262,18 +262,32 @@ def test_a_cancelled_round_can_be_awaited_again_and_close_fails_a_waiting_round(
     scenario(body)
 
 
-def test_quorum_listen_on_all_ips_binds_the_wildcard_address() -> None:
+def test_where_the_quorum_ports_listen() -> None:
+    """quorumListenOnAllIPs: every address (not bound here: no test listens on 0.0.0.0);
+    zkpy.quorumBindAddress: that address, whatever the own line announces; else the own line's."""
+    q = ensemble_configs(3)[2].quorum
+    assert q is not None
+    assert q.listen_host() == "127.0.0.1"
+    assert dataclasses.replace(q, quorum_listen_on_all_ips=True).listen_host() == "0.0.0.0"
+    assert dataclasses.replace(q, quorum_listen_on_all_ips=True, bind_host="127.0.0.1").listen_host() == "0.0.0.0"
+    assert dataclasses.replace(q, bind_host="127.0.0.2").listen_host() == "127.0.0.2"
+
+
+def test_an_own_line_announcing_the_wildcard_listens_on_the_bind_address_and_is_dialled_by_config() -> None:
+    """Member 3 announces 0.0.0.0 and listens on 127.0.0.1 (zkpy.quorumBindAddress): 1 and 2 reach
+    it through their configured address, and its dial-backs to them too."""
     async def body() -> None:
         configs = ensemble_configs(3)
         q = configs[2].quorum
         assert q is not None
-        configs[2] = dataclasses.replace(configs[2], quorum=dataclasses.replace(q, quorum_listen_on_all_ips=True))
+        wild = tuple(dataclasses.replace(s, host="0.0.0.0") if s.sid == 3 else s for s in q.servers)
+        configs[2] = dataclasses.replace(configs[2], quorum=dataclasses.replace(q, servers=wild, bind_host="127.0.0.1"))
         services = await started(configs)
         try:
             assert_agree(services, await elect_all(services), leader=3)
-            assert all(svc.links()[3][1][0] == "127.0.0.1" for svc in services[:2])
             assert services[2]._server is not None
-            assert services[2]._server.sockets[0].getsockname()[0] == "0.0.0.0"
+            assert services[2]._server.sockets[0].getsockname()[0] == "127.0.0.1"
+            assert all(svc.links()[3][1][0] == "127.0.0.1" for svc in services[:2])
         finally:
             await close_all(services)
 
