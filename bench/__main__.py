@@ -32,6 +32,10 @@ ZooKeeper and reads each process's RSS and PSS: see ``bench/memory.py``.
 
 ``python -m bench staleness [...]`` measures how often a session on a follower misses a create that
 has just returned through the leader, on zkpy and on ZooKeeper: see ``bench/staleness.py``.
+
+``python -m bench availability [...]`` (root) runs one seeded schedule of faults against a zkpy and a
+ZooKeeper ensemble on the network test bed: the clients' longest write outage and each member's return
+to serving, see ``bench/availability.py``.
 """
 
 from __future__ import annotations
@@ -227,6 +231,10 @@ def main(argv: list[str] | None = None) -> int:
         from . import scale
 
         return scale.main(argv[1:])
+    if argv[:1] == ["availability"]:
+        from . import availability
+
+        return availability.main(argv[1:])
     if argv[:1] == ["staleness"]:
         from . import staleness
 
