@@ -165,7 +165,9 @@ KEYS: dict[str, KeyRule] = {
     "observer.reconnectDelayMs": _none("not configurable in zkpy"),
     "observer.election.DelayMs": _none("not configurable in zkpy"),
     "fastleader.minNotificationInterval": _none("zkpy's election uses ZooKeeper's default intervals"),
-    "fastleader.maxNotificationInterval": _none("zkpy's election uses ZooKeeper's default intervals"),
+    "fastleader.maxNotificationInterval": _none("zkpy's election re-sends after 200 ms of silence, doubling up "
+                                                "to 2 s (ZooKeeper's default: 60 s), so a member back from a "
+                                                "partition rejoins within about 2 s"),
     "localSessionsEnabled": _honoured("a member's new sessions are local: created, expired and closed by that "
                                       "member alone, without a txn (a standalone server's are all global, as in "
                                       "ZooKeeper)", "quorum.local_sessions", "bool"),
