@@ -2,7 +2,8 @@
 namespace of its own at ``198.18.X.N``, configured by address as in production, and faults cut at
 the switch: the leader isolated with clients on both sides, a minority isolated past its sessions'
 timeout, a member away long enough to need a snapshot, a flapping link. Every scenario ends with
-the checks of the loopback fault tests: no acknowledged write lost, every member with the same tree,
+the checks of the loopback fault tests: no acknowledged write lost, compare-and-set increments that
+stay linearizable (no acknowledged update lost under another), every member with the same tree,
 ephemerals gone where their sessions expired and nowhere else, nothing written on the minority
 side, and no ERROR line or traceback in a zkpy member's log. The time until writes resume is
 printed beside Apache ZooKeeper's (BENCHMARKS.md has the figures; no test asserts a time).
@@ -17,11 +18,13 @@ import re
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, KazooException
 from kazoo.retry import KazooRetry
 from tests.conftest import require_apache
 from tests.helpers.ensemble_workload import Writer, check_acknowledged, wait_same_trees
@@ -71,6 +74,69 @@ def start_writers(servers: list[ServerProcess], n: int = 2) -> list[Writer]:
     return writers
 
 
+class CasCounter(threading.Thread):
+    """Increments ``/cas`` by compare-and-set (get, then set with the version read) until stopped.
+    A set acknowledged wrote ``acked``; one whose answer was lost may have (``uncertain``)."""
+
+    def __init__(self, servers: list[ServerProcess]) -> None:
+        super().__init__(daemon=True)
+        retry = KazooRetry(max_tries=-1, delay=0.05, max_delay=0.5)
+        self.client = KazooClient(hosts=hosts(servers), timeout=KEPT_S, connection_retry=retry)
+        self.acked: list[int] = []
+        self.uncertain: list[int] = []
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                data, stat = self.client.get("/cas")
+            except KazooException:
+                time.sleep(0.05)
+                continue
+            value = int(data) + 1
+            try:
+                self.client.set("/cas", str(value).encode(), version=stat.version)
+                self.acked.append(value)
+            except BadVersionError:
+                pass
+            except KazooException:
+                self.uncertain.append(value)
+                time.sleep(0.05)
+
+
+def start_cas(servers: list[ServerProcess], n: int = 2) -> list[CasCounter]:
+    setup = client(servers)
+    setup.create("/cas", b"0")
+    setup.stop()
+    setup.close()
+    counters = [CasCounter(servers) for _ in range(n)]
+    for c in counters:
+        c.client.start(30)
+        c.start()
+    return counters
+
+
+def stop_cas(counters: list[CasCounter]) -> None:
+    for c in counters:
+        c.stopping.set()
+        c.client.stop()  # a call waiting for a connection fails: its set, if any, is uncertain
+    for c in counters:
+        c.join(60)
+        c.client.close()
+
+
+def check_cas(counters: list[CasCounter], tree: dict[str, tuple]) -> None:
+    """Linearizable compare-and-set: no two acknowledged sets wrote the same value (an update lost
+    under another), and the counter went up once per applied set, at least every acknowledged
+    one and at most those and the uncertain ones (after ``stop_cas``)."""
+    acked = [v for c in counters for v in c.acked]
+    assert acked, "no compare-and-set went through"
+    assert len(set(acked)) == len(acked), "two acknowledged compare-and-sets wrote the same value"
+    final = int(tree["/cas"][0])
+    assert len(acked) <= final <= len(acked) + sum(len(c.uncertain) for c in counters)
+    assert max(acked) <= final
+
+
 def client(servers: list[ServerProcess]) -> KazooClient:
     retry = KazooRetry(max_tries=-1, delay=0.05, max_delay=0.5, deadline=60)
     c = KazooClient(hosts=hosts(servers), timeout=KEPT_S, connection_retry=retry)
@@ -97,6 +163,7 @@ def minority_client(bed: NetBed, host: int, server: ServerProcess, path: str) ->
     code = textwrap.dedent(f"""
         import sys
         from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, KazooException
         from kazoo.retry import KazooRetry
         c = KazooClient(hosts={server.hosts!r}, timeout={KEPT_S}, command_retry=KazooRetry(max_tries=0))
         c.start(timeout=30)
@@ -162,8 +229,8 @@ def clean_logs(servers: list[ServerProcess]) -> None:
         assert not bad, f"member {s.extra['myid']} logged:\n" + "\n".join(bad[:10])
 
 
-@pytest.mark.parametrize(("kind", "bed"), [("zkpy", 3), ("apache", 3), ("zkpy", 5)],
-                         ids=["zkpy-3", "apache-3", "zkpy-5"], indirect=["bed"])
+@pytest.mark.parametrize(("kind", "bed"), [("zkpy", 3), ("apache", 3), ("zkpy", 5), ("apache", 5)],
+                         ids=["zkpy-3", "apache-3", "zkpy-5", "apache-5"], indirect=["bed"])
 def test_the_leader_isolated_with_clients_on_both_sides(kind: str, bed: NetBed) -> None:
     """The majority elects a leader and takes writes again; a client beside the old leader cannot
     write; the old leader comes back as a follower with every acknowledged write, and without the
@@ -179,6 +246,7 @@ def test_the_leader_isolated_with_clients_on_both_sides(kind: str, bed: NetBed) 
         holder.start(30)
         holder.create("/eph-holder", b"h", ephemeral=True)
         writers = start_writers(servers)
+        counters = start_cas(servers)
         probe = client(others)
         probe.ensure_path("/probe")
 
@@ -195,7 +263,9 @@ def test_the_leader_isolated_with_clients_on_both_sides(kind: str, bed: NetBed) 
         assert bed_mode(old) in (None, "looking")  # from the tester: it cannot be reached at all
 
         bed.heal(int(old.extra["myid"]))
+        stop_cas(counters)
         tree = finish(servers, writers)
+        check_cas(counters, tree)
         assert "/minority" not in tree
         assert holder.get("/eph-holder")[1].ephemeralOwner == holder.client_id[0]  # the session moved hosts
         assert "/eph-holder" in tree
@@ -225,6 +295,7 @@ def test_a_minority_isolated_past_the_session_timeout(kind: str, bed: NetBed) ->
         code = textwrap.dedent(f"""
             import sys, time
             from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, KazooException
             c = KazooClient(hosts={follower.hosts!r}, timeout={SESSION_S})
             c.start(30)
             c.create("/eph-lost", b"l", ephemeral=True)
@@ -287,11 +358,13 @@ def test_a_flapping_link_loses_nothing(bed: NetBed) -> None:
     servers = start_bed_ensemble(bed, ["zkpy"] * 3)
     try:
         writers = start_writers(servers)
+        counters = start_cas(servers)
         leader = leader_of(servers)
         follower = next(s for s in servers if s is not leader)
         bed.flap(int(follower.extra["myid"]), times=5, period_s=1.0)
         bed.flap(int(leader.extra["myid"]), times=3, period_s=1.0)
-        finish(servers, writers)
+        stop_cas(counters)
+        check_cas(counters, finish(servers, writers))
         clean_logs(servers)
     finally:
         cleanup_ensemble(servers)

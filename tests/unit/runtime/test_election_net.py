@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import socket
 import struct
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -16,7 +17,7 @@ from helpers.clientwait import eventually, run
 from zkpy.config import QuorumConfig, QuorumServer, ServerConfig
 from zkpy.ids import ServerId, make_zxid
 from zkpy.quorum.election import Decision, ElectionError
-from zkpy.runtime.election_net import ElectionService
+from zkpy.runtime.election_net import UNACKED_LIMIT_MS, ElectionService
 from zkpy.testing.servers import free_port
 from zkpy.wire.quorum import (
     OBSERVER_ID,
@@ -330,3 +331,24 @@ def test_a_message_queued_for_a_link_whose_transport_closed_drops_the_link(loop_
             runner.run(asyncio.wait_for(body(), 60.0))
     else:
         scenario(body)
+
+
+@pytest.mark.skipif(not hasattr(socket, "TCP_USER_TIMEOUT"), reason="TCP_USER_TIMEOUT is Linux's")
+def test_election_links_reset_when_their_bytes_stay_unacknowledged() -> None:
+    """Every kept link, dialled or accepted, is reset by the kernel after UNACKED_LIMIT_MS (or
+    cnxTimeout, if longer) of unacknowledged bytes: across a partition a notification would
+    otherwise wait for TCP's next retransmission, seconds after the heal."""
+
+    async def body() -> None:
+        services = await started(ensemble_configs(3))
+        try:
+            await elect_all(services)
+            links = [p.link for svc in services for p in svc._peers.values() if p.link is not None]
+            assert len(links) == 6
+            for link in links:
+                sock = link.writer.get_extra_info("socket")
+                assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == max(UNACKED_LIMIT_MS, 1000)
+        finally:
+            await close_all(services)
+
+    scenario(body)
