@@ -163,7 +163,6 @@ def minority_client(bed: NetBed, host: int, server: ServerProcess, path: str) ->
     code = textwrap.dedent(f"""
         import sys
         from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, KazooException
         from kazoo.retry import KazooRetry
         c = KazooClient(hosts={server.hosts!r}, timeout={KEPT_S}, command_retry=KazooRetry(max_tries=0))
         c.start(timeout=30)
@@ -177,7 +176,7 @@ from kazoo.exceptions import BadVersionError, KazooException
     """)
     proc = subprocess.Popen(bed.command(host, [sys.executable, "-c", code]), stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "connected", proc.stderr
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "connected", proc.communicate()[1]
     return proc
 
 
@@ -295,7 +294,6 @@ def test_a_minority_isolated_past_the_session_timeout(kind: str, bed: NetBed) ->
         code = textwrap.dedent(f"""
             import sys, time
             from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, KazooException
             c = KazooClient(hosts={follower.hosts!r}, timeout={SESSION_S})
             c.start(30)
             c.create("/eph-lost", b"l", ephemeral=True)
