@@ -366,3 +366,52 @@ def test_a_flapping_link_loses_nothing(bed: NetBed) -> None:
         clean_logs(servers)
     finally:
         cleanup_ensemble(servers)
+
+
+@pytest.mark.parametrize("kind", ["zkpy"])
+def test_an_isolated_follower_serves_read_only_clients_on_its_side(kind: str, bed: NetBed) -> None:
+    """With readonlymode.enabled, a follower cut off from its quorum serves a read-only client on
+    its own side what it had, and refuses that client's write (NotReadOnlyCall); once healed it
+    serves again as a follower, with the writes made meanwhile on the majority side.
+
+    zkpy only: Apache ZooKeeper 3.8.0's isolated follower answered kazoo's read-only connect with
+    16 bytes that kazoo cannot read, for the whole minute the client tried (on loopback the two
+    are compared in tests/interop/test_read_only_mode.py)."""
+    servers = start_bed_ensemble(bed, [kind] * 3, {"readonlymode.enabled": "true"} if kind == "zkpy" else None,
+                                 jvm_props={"readonlymode.enabled": "true"} if kind == "apache" else None)
+    try:
+        leader = leader_of(servers)
+        follower = next(s for s in servers if s is not leader)
+        host = int(follower.extra["myid"])
+        majority = client([s for s in servers if s is not follower])
+        majority.create("/before", b"b")
+        majority.sync("/")
+        bed.isolate(host)
+        code = textwrap.dedent(f"""
+            from kazoo.client import KazooClient
+            from kazoo.retry import KazooRetry
+            c = KazooClient(hosts={follower.hosts!r}, timeout={KEPT_S}, read_only=True,
+                            connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=0.5, deadline=60))
+            c.start(timeout=60)
+            print("read:", c.get("/before")[0].decode())
+            try:
+                c.create("/from-the-minority", b"m")
+                print("write: acknowledged")
+            except Exception as exc:
+                print("write: refused:", type(exc).__name__)
+        """)
+        majority.create("/during", b"d")
+        proc = bed.run_python(host, code, timeout_s=120)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        said = proc.stdout.strip().splitlines()
+        print(f"\n[netbed] {kind}: the isolated follower's read-only client: {said}")
+        assert said == ["read: b", "write: refused: NotReadOnlyCallError"], said
+        bed.heal(host)
+        wait_bed_serving(servers, 60)
+        tree = wait_same_trees(servers)
+        assert "/during" in tree and "/from-the-minority" not in tree
+        majority.stop()
+        majority.close()
+        clean_logs(servers)
+    finally:
+        cleanup_ensemble(servers)
