@@ -24,6 +24,10 @@ comes back, resets that connection instead of passing the reply on: the request 
 the server but its client sees ConnectionLoss, the case of the recipe guide's "Recoverable
 Errors". ``lost`` counts the replies lost so far.
 
+``delay(ms)`` holds every chunk that long, each way, keeping the order (a slow link, where the
+kernel has no netem); ``listen_host`` makes it listen on another address than 127.0.0.1 (a test
+bed's own, ``zkpy.testing.netbed``).
+
 ``TcpProxy(host, port, ssl_context=...)`` terminates TLS: it accepts TLS connections from the
 client (the context holds the server's certificate) and forwards the plain bytes over TCP to the
 server, so a TLS client can be tested against servers that speak only plain TCP.
@@ -109,8 +113,10 @@ class TcpProxy:
     """A cuttable TCP proxy on loopback; see the module docstring for the cut modes."""
 
     def __init__(self, target_host: str, target_port: int, *, ssl_context: ssl.SSLContext | None = None,
-                 zk_frames: bool = False) -> None:
+                 zk_frames: bool = False, listen_host: str = "127.0.0.1") -> None:
         self._target = (target_host, target_port)
+        self._listen_host = listen_host
+        self._delay_s = 0.0
         self._ssl_context = ssl_context
         self._zk_frames = zk_frames
         self._lose: frozenset[int] = frozenset()
@@ -129,7 +135,7 @@ class TcpProxy:
 
     @property
     def hosts(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self._listen_host}:{self.port}"
 
     @property
     def target(self) -> tuple[str, int]:
@@ -169,6 +175,11 @@ class TcpProxy:
         self._lose_skip = skip
         self._lose = frozenset(opcodes)
 
+    def delay(self, ms: float) -> None:
+        """Hold every chunk ``ms`` milliseconds each way from now on (0: none), as a slow link
+        would where the kernel has no netem."""
+        self._delay_s = max(0.0, ms / 1000)
+
     def connection_count(self) -> int:
         return self._call(self._count)
 
@@ -197,7 +208,7 @@ class TcpProxy:
     # -- the proxy's loop -------------------------------------------------------------------
 
     async def _listen(self) -> None:
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0, ssl=self._ssl_context)
+        self._server = await asyncio.start_server(self._accept, self._listen_host, 0, ssl=self._ssl_context)
         self.port = int(self._server.sockets[0].getsockname()[1])
 
     async def _count(self) -> int:
@@ -301,9 +312,11 @@ class TcpProxy:
     async def _pump(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, link: _Link,
                     inspect: Callable[[_Link, bytes], bytes | None]) -> None:
         """Copy ``src`` to ``dst`` until either side closes; drop the bytes while frozen;
-        ``inspect`` may hold bytes back or, returning None, end the link with a reset.
+        ``inspect`` may hold bytes back or, returning None, end the link with a reset. With a
+        ``delay``, each chunk leaves that long after it came, in order.
 
         A clean close on one side is passed on as a clean close (FIN) of the other."""
+        line = _DelayLine(dst, link)
         try:
             while data := await src.read(_CHUNK):
                 if not link.frozen:
@@ -312,9 +325,10 @@ class TcpProxy:
                         link.reset()
                         self._links.discard(link)
                         return
-                    dst.write(passed)
-                    await dst.drain()
+                    await line.put(passed, self._delay_s)
+            await line.flush()
         except (OSError, asyncio.CancelledError):
+            line.cancel()
             link.reset()
             self._links.discard(link)
             return
@@ -323,6 +337,47 @@ class TcpProxy:
                 if w is not None and not w.transport.is_closing():
                     w.close()
             self._links.discard(link)
+
+
+class _DelayLine:
+    """Bytes for ``dst``, each written ``delay_s`` after it was put, in the order put (a chunk put
+    with no delay waits for those still in the line); nothing once the link is frozen."""
+
+    def __init__(self, dst: asyncio.StreamWriter, link: _Link) -> None:
+        self._dst = dst
+        self._link = link  # a chunk due after the link froze (a blackhole cut) is dropped
+        self._queue: asyncio.Queue[tuple[float, bytes] | None] = asyncio.Queue(maxsize=1024)  # bounded
+        self._task: asyncio.Task[None] | None = None
+
+    async def put(self, data: bytes, delay_s: float) -> None:
+        if delay_s <= 0 and self._task is None:
+            self._dst.write(data)
+            await self._dst.drain()
+            return
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+        await self._queue.put((asyncio.get_running_loop().time() + delay_s, data))
+
+    async def flush(self) -> None:
+        """Wait until every chunk put has been written."""
+        if self._task is not None:
+            await self._queue.put(None)
+            await self._task
+
+    def cancel(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while (item := await self._queue.get()) is not None:
+            due, data = item
+            if due > loop.time():
+                await asyncio.sleep(due - loop.time())
+            if self._link.frozen:
+                continue
+            self._dst.write(data)
+            await self._dst.drain()
 
 
 def _as_is(link: _Link, data: bytes) -> bytes:

@@ -31,6 +31,7 @@ class EchoServer:
 
     def __init__(self, tag: bytes) -> None:
         self.tag = tag
+        self.received: list[bytes] = []
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.port = int(self.sock.getsockname()[1])
         threading.Thread(target=self._serve, daemon=True).start()
@@ -47,6 +48,7 @@ class EchoServer:
         with conn:
             try:
                 while data := conn.recv(65536):
+                    self.received.append(data)
                     conn.sendall(self.tag + data)
             except OSError:
                 pass
@@ -241,3 +243,35 @@ def test_lose_reply_applies_the_request_and_drops_only_its_reply(zkpy_server: Se
         finally:
             zk.stop()
             zk.close()
+
+
+def test_a_delay_holds_every_chunk_each_way_and_keeps_the_order(proxy: TcpProxy) -> None:
+    """delay(ms): a round trip takes at least twice the delay (a lower bound: the proxy cannot
+    be faster than its own wait), and many small chunks arrive whole and in order."""
+    proxy.delay(150)
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as s:
+        started = time.monotonic()
+        s.sendall(b"ping")
+        assert s.recv(100) == b"A:ping"
+        assert time.monotonic() - started >= 0.3
+        sent = b"".join(b"%05d," % i for i in range(2000))
+        for i in range(0, len(sent), 60):
+            s.sendall(sent[i:i + 60])
+        got = b""
+        while len(got.replace(b"A:", b"")) < len(sent):
+            got += s.recv(65536)
+    assert got.replace(b"A:", b"") == sent
+    proxy.delay(0)
+    assert roundtrip(proxy.port, b"after") == b"A:after"
+
+
+def test_a_blackhole_cut_drops_what_a_delay_still_held(proxy: TcpProxy, echo: EchoServer) -> None:
+    proxy.delay(2000)
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=2) as s:
+        wait_for(lambda: proxy.connection_count() == 1, "the proxy's connection to the server")
+        s.sendall(b"held")
+        time.sleep(0.3)  # the proxy has read it into its delay line
+        proxy.cut("blackhole")  # within the delay: the chunk must not reach the server
+        time.sleep(2.2)
+        assert b"held" not in b"".join(echo.received)
+    proxy.restore()
