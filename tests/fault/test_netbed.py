@@ -205,13 +205,14 @@ def wait_synced_followers(leader: ServerProcess, count: int, deadline_s: float =
         time.sleep(0.1)
 
 
-def finish(servers: list[ServerProcess], writers: list[Writer]) -> dict[str, tuple]:
-    """Writers stopped, every member serving, the same tree on each, nothing acknowledged lost."""
+def finish(servers: list[ServerProcess], writers: list[Writer], ignore: tuple[str, ...] = ()) -> dict[str, tuple]:
+    """Writers stopped, every member serving, the same tree on each (but ``ignore``), nothing
+    acknowledged lost."""
     for w in writers:
         w.wait_for_writes(10, deadline_s=60)
         w.stop()
     wait_bed_serving(servers, 60)
-    tree = wait_same_trees(servers)
+    tree = wait_same_trees(servers, ignore=ignore)
     check_acknowledged(writers, tree)
     for w in writers:
         w.client.stop()
@@ -415,3 +416,32 @@ def test_an_isolated_follower_serves_read_only_clients_on_its_side(kind: str, be
         clean_logs(servers)
     finally:
         cleanup_ensemble(servers)
+
+
+def test_a_slow_link_to_the_leader_loses_nothing(bed: NetBed) -> None:
+    """Member 1 reaches the leader's quorum port through a proxy that delays every chunk (the
+    kernel here has no netem): 150 ms each way, then 600 ms, then none, under writes and
+    compare-and-sets from every member. The slow follower stays a follower (its round trips stay
+    inside syncLimit) and ends with the same tree."""
+    from zkpy.testing.netbed import ELECTION_PORT, QUORUM_PORT, TESTER
+    from zkpy.testing.proxy import TcpProxy
+
+    with TcpProxy(bed.address(3), QUORUM_PORT, listen_host=bed.address(TESTER)) as slow:
+        via = f"{bed.address(TESTER)}:{slow.port}:{ELECTION_PORT};{bed.address(3)}:2181"
+        servers = start_bed_ensemble(bed, ["zkpy"] * 3, member_settings={1: {"server.3": via}})
+        try:
+            assert leader_of(servers) is servers[2]  # equal zxids: the highest id leads
+            assert slow.forwarded >= 1, "member 1 did not follow through the proxy"
+            writers = start_writers(servers)
+            counters = start_cas(servers)
+            for ms in (150, 600, 0):
+                slow.delay(ms)
+                time.sleep(4)
+            stop_cas(counters)
+            # member 1 was given another server.3 line: its /zookeeper/config says so
+            check_cas(counters, finish(servers, writers, ignore=("/zookeeper/config",)))
+            assert bed_mode(servers[0]) == "follower"
+            assert "dropping learner connection" not in servers[2].log()
+            clean_logs(servers)
+        finally:
+            cleanup_ensemble(servers)

@@ -145,11 +145,14 @@ def tree_dump(port: int, root: str = "/", host: str = "127.0.0.1") -> dict[str, 
         client.close()
 
 
-def wait_same_trees(servers: Sequence[ServerProcess], deadline_s: float = 60.0) -> dict[str, tuple]:
-    """Wait until every running server's tree is the same; return it."""
+def wait_same_trees(servers: Sequence[ServerProcess], deadline_s: float = 60.0,
+                    ignore: Sequence[str] = ()) -> dict[str, tuple]:
+    """Wait until every running server's tree is the same (but the nodes ``ignore`` names: a
+    member's own view of the config, where members were given different server lines); return it."""
     deadline = time.monotonic() + deadline_s
     while True:
-        dumps = {s.extra["myid"]: tree_dump(s.port, host=s.host) for s in servers if s.proc.poll() is None}
+        dumps = {s.extra["myid"]: {p: v for p, v in tree_dump(s.port, host=s.host).items() if p not in ignore}
+                 for s in servers if s.proc.poll() is None}
         first = next(iter(dumps.values()))
         if all(d == first for d in dumps.values()):
             return first

@@ -225,11 +225,13 @@ def _alive(pid: int) -> bool:
 
 
 def start_bed_ensemble(bed: NetBed, kinds: Sequence[str], settings: Mapping[str, str | None] | None = None, *,
-                       tick_ms: int = 500, jvm_props: Mapping[str, str] | None = None,
-                       ready_s: float = 60.0) -> list[ServerProcess]:
+                       tick_ms: int = 500, jvm_props: Mapping[str, str] | None = None, ready_s: float = 60.0,
+                       member_settings: Mapping[int, Mapping[str, str | None]] | None = None) -> list[ServerProcess]:
     """Member ``i + 1`` a ``kinds[i]`` server (``zkpy`` or ``apache``) inside host ``i + 1``, every
     member on the same ports at its own address; returned, in myid order, once each serves as a
-    leader or follower. ``cleanup_ensemble`` (``zkpy.testing.servers``) stops them."""
+    leader or follower. ``member_settings[myid]`` goes on top of ``settings`` in that member's
+    zoo.cfg (a ``server.N`` line of its own, through a proxy, say). ``cleanup_ensemble``
+    (``zkpy.testing.servers``) stops them."""
     if len(kinds) > bed.hosts:
         raise ValueError(f"{len(kinds)} members on a bed of {bed.hosts} hosts")
     root = tempfile.mkdtemp(prefix="zk-netbed-")
@@ -238,8 +240,8 @@ def start_bed_ensemble(bed: NetBed, kinds: Sequence[str], settings: Mapping[str,
     servers: list[ServerProcess] = []
     try:
         for i, kind in enumerate(kinds, 1):
-            servers.append(spawn_bed_member(bed, kind, i, root, members, settings, tick_ms=tick_ms,
-                                            jvm_props=jvm_props))
+            own = {**(settings or {}), **(member_settings or {}).get(i, {})}
+            servers.append(spawn_bed_member(bed, kind, i, root, members, own, tick_ms=tick_ms, jvm_props=jvm_props))
         wait_bed_serving(servers, ready_s)
     except BaseException:
         for s in servers:
