@@ -9,7 +9,8 @@ report back; every decision of the lifecycle is made here, once:
 * recovery: a term that ends hands its tree on (``carry_over``: the txns it logged and never
   applied are applied first, as ZooKeeper's fastForwardDataBase does) unless it broke off with a
   failure, or a learner ended part-way through its synchronisation (a DIFF, TRUNC or SNAP began
-  and the term ended before it served): then the data dir is recovered (`Recover` with no history; ``member.datadir`` says what that reads);
+  and the term ended before it served): then the data dir is recovered (`Recover` with no
+  history; ``member.datadir`` says what that reads);
 * the election: a committed reconfig that named the next leader is taken without a round
   (`Designate`), else a round opens with the history's last zxid and the current epoch
   (`Elect`); its decision makes me leader, or a follower or an observer (my role in the active

@@ -74,7 +74,7 @@ log = logging.getLogger("zkpy.election")
 SEND_CAPACITY = 1  # QuorumCnxManager.SEND_CAPACITY: notifications queued per peer
 RECV_CAPACITY = 100  # QuorumCnxManager.RECV_CAPACITY: notifications held before the first round
 DEFAULT_CNX_TIMEOUT_MS = 5000  # QuorumCnxManager.cnxTO (zookeeper.cnxTimeout)
-UNACKED_LIMIT_MS = 2000  # an election link whose sent bytes stay unacknowledged this long is reset (_no_delay)
+UNACKED_LIMIT_MS = 2000  # an election link whose sent bytes stay unacknowledged this long is reset (_tune_link)
 _HANDSHAKE_HEAD = 20  # protocolVersion, sid, address length
 
 
@@ -124,7 +124,7 @@ class ElectionService:
         # reconfigEnabled: what to do with a newer config a notification carries (the peer adopts it)
         self.on_newer_config: Callable[[bytes], None] | None = None
         self._cnx_timeout_s = cnx_timeout_ms / 1000
-        self._unacked_ms = max(UNACKED_LIMIT_MS, cnx_timeout_ms)  # see _no_delay
+        self._unacked_ms = max(UNACKED_LIMIT_MS, cnx_timeout_ms)  # see _tune_link
         self._log_limiter = LogLimiter()  # lines a peer can make us repeat: a few per minute per kind and peer
         self._tls = tls  # sslQuorum: every election link is TLS
         self._sasl = config.quorum_sasl  # quorum.auth.enableSasl: links authenticate first
@@ -328,7 +328,7 @@ class ElectionService:
                                f"{address[1]}: {exc or type(exc).__name__}")
                 return
             self._sockets.add(writer)
-            _no_delay(writer, self._unacked_ms)
+            _tune_link(writer, self._unacked_ms)
             try:
                 writer.write(self._initial_message)
                 await asyncio.wait_for(writer.drain(), self._cnx_timeout_s)
@@ -358,7 +358,7 @@ class ElectionService:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """receiveConnection + handleConnection."""
         self._sockets.add(writer)
-        _no_delay(writer, self._unacked_ms)
+        _tune_link(writer, self._unacked_ms)
         remote = writer.get_extra_info("peername")
         try:
             msg = await asyncio.wait_for(_read_initial_message(reader), self._handshake_timeout_s)
@@ -538,7 +538,7 @@ def _host(remote: object) -> object:
     return remote[0] if isinstance(remote, tuple) and remote else remote
 
 
-def _no_delay(writer: asyncio.StreamWriter, unacked_ms: int) -> None:
+def _tune_link(writer: asyncio.StreamWriter, unacked_ms: int) -> None:
     """No Nagle delay on a notification; and (Linux) a connection whose sent bytes stay unacknowledged
     for ``unacked_ms`` is reset (TCP_USER_TIMEOUT). Across a partition a link would otherwise sit
     in TCP's retransmission back-off, and a notification sent while the network was down reach its
