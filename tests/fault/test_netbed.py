@@ -1,14 +1,17 @@
 """Ensembles across real network addresses (``zkpy.testing.netbed``): each member in a network
 namespace of its own at ``198.18.X.N``, configured by address as in production, and faults cut at
 the switch: the leader isolated with clients on both sides, a minority isolated past its sessions'
-timeout, a member away long enough to need a snapshot, a flapping link. Every scenario ends with
+timeout, a member away long enough to need a snapshot, a flapping link, a slow link to the leader
+(through ``TcpProxy.delay``: the kernel has no netem), an isolated follower serving read-only
+clients on its side. Every scenario ends with
 the checks of the loopback fault tests: no acknowledged write lost, compare-and-set increments that
 stay linearizable (no acknowledged update lost under another), every member with the same tree,
 ephemerals gone where their sessions expired and nowhere else, nothing written on the minority
 side, and no ERROR line or traceback in a zkpy member's log. The time until writes resume is
 printed beside Apache ZooKeeper's (BENCHMARKS.md has the figures; no test asserts a time).
 
-They need root (network namespaces): ``.ci/run`` runs as root; elsewhere they skip, saying why.
+They need root (network namespaces): ``.ci/run`` runs as root, and in CI a missing bed is a failure;
+elsewhere they skip, saying why.
 """
 
 from __future__ import annotations

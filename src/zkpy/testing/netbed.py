@@ -51,11 +51,17 @@ _counter = itertools.count()
 
 
 def unavailable() -> str | None:
-    """Why this machine cannot make a bed (None: it can)."""
+    """Why this machine cannot make a bed (None: it can): not root, no iproute2, or namespaces
+    refused (a container without CAP_SYS_ADMIN), tried with one probe namespace."""
     if os.geteuid() != 0:
         return "the network test bed needs root (ip netns); .ci/run runs as root"
     if shutil.which("ip") is None:
         return "the network test bed needs iproute2 (ip)"
+    probe = f"zkb{os.getpid()}zprobe"
+    made = _ip("netns", "add", probe, check=False)
+    _ip("netns", "del", probe, check=False)
+    if made.returncode != 0:
+        return f"this machine refuses network namespaces: ip netns add: {made.stderr.strip()}"
     return None
 
 
