@@ -41,6 +41,7 @@ to serving, see ``bench/availability.py``.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import platform
@@ -201,48 +202,15 @@ def _log(msg: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
+SUBCOMMANDS = {"durability": "durability", "client": "clientbench", "recipes": "recipes", "ensemble": "ensemble",
+               "figure5": "figure5", "figure8": "figure8", "scale": "scale", "availability": "availability",
+               "staleness": "staleness", "memory": "memory"}  # python -m bench NAME -> its module
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["durability"]:
-        from . import durability
-
-        return durability.main(argv[1:])
-    if argv[:1] == ["client"]:
-        from . import clientbench
-
-        return clientbench.main(argv[1:])
-    if argv[:1] == ["recipes"]:
-        from . import recipes
-
-        return recipes.main(argv[1:])
-    if argv[:1] == ["ensemble"]:
-        from . import ensemble
-
-        return ensemble.main(argv[1:])
-    if argv[:1] == ["figure5"]:
-        from . import figure5
-
-        return figure5.main(argv[1:])
-    if argv[:1] == ["figure8"]:
-        from . import figure8
-
-        return figure8.main(argv[1:])
-    if argv[:1] == ["scale"]:
-        from . import scale
-
-        return scale.main(argv[1:])
-    if argv[:1] == ["availability"]:
-        from . import availability
-
-        return availability.main(argv[1:])
-    if argv[:1] == ["staleness"]:
-        from . import staleness
-
-        return staleness.main(argv[1:])
-    if argv[:1] == ["memory"]:
-        from . import memory
-
-        return memory.main(argv[1:])
+    if argv[:1] and argv[0] in SUBCOMMANDS:  # loaded on demand: each pulls in its own dependencies
+        return importlib.import_module(f".{SUBCOMMANDS[argv[0]]}", __package__).main(argv[1:])
     args = parse_args(argv)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     for m in modes:

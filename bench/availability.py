@@ -30,8 +30,14 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NodeExistsError
 from kazoo.retry import KazooRetry
 
-from zkpy.testing.netbed import NetBed, bed_mode, start_bed_ensemble, unavailable
-from zkpy.testing.servers import ServerProcess, cleanup_ensemble, restart_ensemble_member
+from zkpy.testing.netbed import NetBed, start_bed_ensemble, unavailable
+from zkpy.testing.servers import (
+    ServerProcess,
+    cleanup_ensemble,
+    ensemble_leader,
+    restart_ensemble_member,
+    server_mode,
+)
 
 FAULTS = ("kill-leader", "kill-follower", "kill-all", "pause-leader", "isolate-leader")
 
@@ -73,25 +79,16 @@ def wait_all_serving(servers: Sequence[ServerProcess], deadline_s: float = 120.0
     every 50 ms: a leader paused through an election still says "leader" when it wakes)."""
     t0 = time.monotonic()
     while time.monotonic() - t0 < deadline_s:
-        modes = sorted(str(bed_mode(s, timeout=0.5)) for s in servers)
+        modes = sorted(str(server_mode(s, timeout=0.5)) for s in servers)
         if modes == sorted(["leader"] + ["follower"] * (len(servers) - 1)):
             return time.monotonic() - t0
         time.sleep(0.05)
     raise RuntimeError(f"not every member serves after {deadline_s} s")
 
 
-def leader(servers: Sequence[ServerProcess]) -> ServerProcess:
-    for _ in range(600):
-        for s in servers:
-            if bed_mode(s, timeout=0.5) == "leader":
-                return s
-        time.sleep(0.05)
-    raise RuntimeError("no leader")
-
-
 def apply_fault(fault: str, bed: NetBed, servers: list[ServerProcess], down_s: float) -> None:
     """Inflict ``fault``, wait ``down_s``, undo it (restart, SIGCONT, heal)."""
-    lead = leader(servers)
+    lead = ensemble_leader(servers)
     victims: list[ServerProcess]
     if fault == "kill-leader":
         victims = [lead]

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import ConnectionLoss
+from tests.helpers import ensemble_workload
 from tests.helpers.ensemble_workload import Writer, check_acknowledged, wait_same_trees
 
 from zkpy.testing.servers import (
@@ -51,14 +52,7 @@ def ensemble5() -> Iterator[list[ServerProcess]]:
 
 
 def start_writers(servers: list[ServerProcess], n: int = 3) -> list[Writer]:
-    hosts = ensemble_hosts(servers)
-    writers = [Writer(f"w{i}", hosts) for i in range(n)]
-    for w in writers:
-        w.start_session()
-        w.start()
-    for w in writers:
-        w.wait_for_writes(20)
-    return writers
+    return ensemble_workload.start_writers(ensemble_hosts(servers), n)
 
 
 class SessionHolder:

@@ -16,7 +16,6 @@ elsewhere they skip, saying why.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -29,11 +28,20 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, KazooException
 from kazoo.retry import KazooRetry
-from tests.conftest import require_apache
+from tests.conftest import require, require_apache
+from tests.helpers import ensemble_workload
 from tests.helpers.ensemble_workload import Writer, check_acknowledged, wait_same_trees
 
-from zkpy.testing.netbed import NetBed, bed_mode, start_bed_ensemble, unavailable, wait_bed_serving
-from zkpy.testing.servers import ServerProcess, cleanup_ensemble, four_letter
+from zkpy.testing.netbed import NetBed, start_bed_ensemble, unavailable
+from zkpy.testing.servers import (
+    ServerProcess,
+    cleanup_ensemble,
+    ensemble_hosts,
+    ensemble_leader,
+    four_letter,
+    server_mode,
+    wait_ensemble_serving,
+)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -43,38 +51,13 @@ KEPT_S = 10.0  # the timeout of sessions that must survive a leader change (Apac
 
 @pytest.fixture
 def bed(request: pytest.FixtureRequest) -> Iterator[NetBed]:
-    reason = unavailable()
-    if reason is not None:
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
+    require(unavailable())
     with NetBed(getattr(request, "param", 3)) as made:
         yield made
 
 
-def hosts(servers: list[ServerProcess]) -> str:
-    return ",".join(s.hosts for s in servers)
-
-
-def leader_of(servers: list[ServerProcess], among: list[ServerProcess] | None = None,
-              deadline_s: float = 60.0) -> ServerProcess:
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        for s in among or servers:
-            if bed_mode(s) == "leader":
-                return s
-        time.sleep(0.05)
-    raise AssertionError(f"no leader among {[s.hosts for s in among or servers]}")
-
-
-def start_writers(servers: list[ServerProcess], n: int = 2) -> list[Writer]:
-    writers = [Writer(f"w{i}", hosts(servers), timeout_s=KEPT_S) for i in range(n)]
-    for w in writers:
-        w.start_session()
-        w.start()
-    for w in writers:
-        w.wait_for_writes(10)
-    return writers
+def start_writers(servers: list[ServerProcess]) -> list[Writer]:
+    return ensemble_workload.start_writers(ensemble_hosts(servers), n=2, first_writes=10, timeout_s=KEPT_S)
 
 
 class CasCounter(threading.Thread):
@@ -84,7 +67,7 @@ class CasCounter(threading.Thread):
     def __init__(self, servers: list[ServerProcess]) -> None:
         super().__init__(daemon=True)
         retry = KazooRetry(max_tries=-1, delay=0.05, max_delay=0.5)
-        self.client = KazooClient(hosts=hosts(servers), timeout=KEPT_S, connection_retry=retry)
+        self.client = KazooClient(hosts=ensemble_hosts(servers), timeout=KEPT_S, connection_retry=retry)
         self.acked: list[int] = []
         self.uncertain: list[int] = []
         self.stopping = threading.Event()
@@ -142,7 +125,7 @@ def check_cas(counters: list[CasCounter], tree: dict[str, tuple]) -> None:
 
 def client(servers: list[ServerProcess]) -> KazooClient:
     retry = KazooRetry(max_tries=-1, delay=0.05, max_delay=0.5, deadline=60)
-    c = KazooClient(hosts=hosts(servers), timeout=KEPT_S, connection_retry=retry)
+    c = KazooClient(hosts=ensemble_hosts(servers), timeout=KEPT_S, connection_retry=retry)
     c.start(30)
     return c
 
@@ -214,7 +197,7 @@ def finish(servers: list[ServerProcess], writers: list[Writer], ignore: tuple[st
     for w in writers:
         w.wait_for_writes(10, deadline_s=60)
         w.stop()
-    wait_bed_serving(servers, 60)
+    wait_ensemble_serving(servers, 60)
     tree = wait_same_trees(servers, ignore=ignore)
     check_acknowledged(writers, tree)
     for w in writers:
@@ -242,7 +225,7 @@ def test_the_leader_isolated_with_clients_on_both_sides(kind: str, bed: NetBed) 
         require_apache()
     servers = start_bed_ensemble(bed, [kind] * bed.hosts)
     try:
-        old = leader_of(servers)
+        old = ensemble_leader(servers)
         others = [s for s in servers if s is not old]
         holder = KazooClient(hosts=",".join(s.hosts for s in [old, *others]), timeout=KEPT_S,
                              randomize_hosts=False)
@@ -258,12 +241,12 @@ def test_the_leader_isolated_with_clients_on_both_sides(kind: str, bed: NetBed) 
         bed.isolate(int(old.extra["myid"]))
         write_now(beside_old)  # while the old leader may still think it leads
         resumed = time_until_write(probe, isolated_at, "/probe/after-isolation")
-        new = leader_of(servers, others)
+        new = ensemble_leader(others, 60)
         said = outcome(beside_old)
         print(f"\n[netbed] {kind} x{bed.hosts}: leader {old.extra['myid']} isolated; writes resumed after "
               f"{resumed:.2f} s under leader {new.extra['myid']}; the minority's write: {said}")
         assert said.startswith("refused"), said
-        assert bed_mode(old) in (None, "looking")  # from the tester: it cannot be reached at all
+        assert server_mode(old) in (None, "looking")  # from the tester: it cannot be reached at all
 
         bed.heal(int(old.extra["myid"]))
         stop_cas(counters)
@@ -272,7 +255,7 @@ def test_the_leader_isolated_with_clients_on_both_sides(kind: str, bed: NetBed) 
         assert "/minority" not in tree
         assert holder.get("/eph-holder")[1].ephemeralOwner == holder.client_id[0]  # the session moved hosts
         assert "/eph-holder" in tree
-        assert bed_mode(old) == "follower"
+        assert server_mode(old) == "follower"
         holder.stop()
         holder.close()
         probe.stop()
@@ -290,7 +273,7 @@ def test_a_minority_isolated_past_the_session_timeout(kind: str, bed: NetBed) ->
         require_apache()
     servers = start_bed_ensemble(bed, [kind] * 3)
     try:
-        leader = leader_of(servers)
+        leader = ensemble_leader(servers)
         follower = next(s for s in servers if s is not leader)
         host = int(follower.extra["myid"])
         kept = client([s for s in servers if s is not follower])
@@ -332,7 +315,7 @@ def test_a_member_away_long_enough_to_need_a_snapshot(bed: NetBed) -> None:
     when it returns, and ends with the same tree."""
     servers = start_bed_ensemble(bed, ["zkpy"] * 3)
     try:
-        leader = leader_of(servers)
+        leader = ensemble_leader(servers)
         follower = next(s for s in servers if s is not leader)
         bed.isolate(int(follower.extra["myid"]))
         wait_synced_followers(leader, 1)  # the leader has dropped it: its return is a new sync
@@ -343,7 +326,7 @@ def test_a_member_away_long_enough_to_need_a_snapshot(bed: NetBed) -> None:
             for r in results:
                 r.get(timeout=30)
         bed.heal(int(follower.extra["myid"]))
-        wait_bed_serving(servers, 60)
+        wait_ensemble_serving(servers, 60)
         tree = wait_same_trees(servers)
         assert sum(1 for p in tree if p.startswith("/many/")) == 800
         assert re.search(rf"syncing server {follower.extra['myid']} .* with SNAP", leader.log()), \
@@ -361,7 +344,7 @@ def test_a_flapping_link_loses_nothing(bed: NetBed) -> None:
     try:
         writers = start_writers(servers)
         counters = start_cas(servers)
-        leader = leader_of(servers)
+        leader = ensemble_leader(servers)
         follower = next(s for s in servers if s is not leader)
         bed.flap(int(follower.extra["myid"]), times=5, period_s=1.0)
         bed.flap(int(leader.extra["myid"]), times=3, period_s=1.0)
@@ -384,7 +367,7 @@ def test_an_isolated_follower_serves_read_only_clients_on_its_side(kind: str, be
     servers = start_bed_ensemble(bed, [kind] * 3, {"readonlymode.enabled": "true"} if kind == "zkpy" else None,
                                  jvm_props={"readonlymode.enabled": "true"} if kind == "apache" else None)
     try:
-        leader = leader_of(servers)
+        leader = ensemble_leader(servers)
         follower = next(s for s in servers if s is not leader)
         host = int(follower.extra["myid"])
         majority = client([s for s in servers if s is not follower])
@@ -411,7 +394,7 @@ def test_an_isolated_follower_serves_read_only_clients_on_its_side(kind: str, be
         print(f"\n[netbed] {kind}: the isolated follower's read-only client: {said}")
         assert said == ["read: b", "write: refused: NotReadOnlyCallError"], said
         bed.heal(host)
-        wait_bed_serving(servers, 60)
+        wait_ensemble_serving(servers, 60)
         tree = wait_same_trees(servers)
         assert "/during" in tree and "/from-the-minority" not in tree
         majority.stop()
@@ -433,7 +416,7 @@ def test_a_slow_link_to_the_leader_loses_nothing(bed: NetBed) -> None:
         via = f"{bed.address(TESTER)}:{slow.port}:{ELECTION_PORT};{bed.address(3)}:2181"
         servers = start_bed_ensemble(bed, ["zkpy"] * 3, member_settings={1: {"server.3": via}})
         try:
-            assert leader_of(servers) is servers[2]  # equal zxids: the highest id leads
+            assert ensemble_leader(servers) is servers[2]  # equal zxids: the highest id leads
             assert slow.forwarded >= 1, "member 1 did not follow through the proxy"
             writers = start_writers(servers)
             counters = start_cas(servers)
@@ -443,7 +426,7 @@ def test_a_slow_link_to_the_leader_loses_nothing(bed: NetBed) -> None:
             stop_cas(counters)
             # member 1 was given another server.3 line: its /zookeeper/config says so
             check_cas(counters, finish(servers, writers, ignore=("/zookeeper/config",)))
-            assert bed_mode(servers[0]) == "follower"
+            assert server_mode(servers[0]) == "follower"
             assert "dropping learner connection" not in servers[2].log()
             clean_logs(servers)
         finally:

@@ -85,6 +85,17 @@ class Writer(threading.Thread):
 LIVE_WRITERS: list[Writer] = []
 
 
+def start_writers(hosts: str, n: int = 3, first_writes: int = 20, timeout_s: float = 10.0) -> list[Writer]:
+    """``n`` writers on ``hosts``, returned once each has ``first_writes`` acknowledged."""
+    writers = [Writer(f"w{i}", hosts, timeout_s) for i in range(n)]
+    for w in writers:
+        w.start_session()
+        w.start()
+    for w in writers:
+        w.wait_for_writes(first_writes)
+    return writers
+
+
 def close_writers() -> None:
     """Stop every writer and close its client (after each test, passed or failed): a writer left
     running would retry against servers that are gone for the rest of the run."""

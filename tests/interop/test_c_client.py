@@ -11,7 +11,7 @@ import threading
 import time
 
 import pytest
-from tests.conftest import require_apache
+from tests.conftest import require, require_apache
 
 from zkpy.testing.servers import ServerProcess, start_apache, start_zkpy
 
@@ -25,10 +25,7 @@ DONE = "name = /cmt-done"
 
 
 def require_c_client() -> None:
-    if not os.access(CLI_MT, os.X_OK):
-        if os.environ.get("CI"):
-            pytest.fail(f"{CLI_MT} is missing (Debian's zookeeper-bin)")
-        pytest.skip(f"{CLI_MT} is missing (apt-get install -y zookeeper-bin)")
+    require(None if os.access(CLI_MT, os.X_OK) else f"{CLI_MT} is missing (apt-get install -y zookeeper-bin)")
 
 
 def run_script(server: ServerProcess) -> list[str]:

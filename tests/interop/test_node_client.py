@@ -6,13 +6,12 @@ failing check, error codes) prints the same steps on both. ``.ci/run`` installs 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from tests.conftest import require_apache
+from tests.conftest import require, require_apache
 
 from zkpy.testing.servers import ServerProcess, start_apache, start_zkpy
 
@@ -22,15 +21,10 @@ HERE = Path(__file__).parent / "node"
 
 
 def require_node_client() -> None:
-    reason = None
     if shutil.which("node") is None:
-        reason = "node is not installed"
+        require("node is not installed")
     elif not (HERE / "node_modules" / "node-zookeeper-client").is_dir():
-        reason = f"node-zookeeper-client is not installed (npm ci --prefix {HERE})"
-    if reason is not None:
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
+        require(f"node-zookeeper-client is not installed (npm ci --prefix {HERE})")
 
 
 def steps(server: ServerProcess) -> list[dict[str, object]]:

@@ -34,7 +34,7 @@ from zkpy.runtime.osdisk import OsDisk
 from zkpy.storage.files import DataDirs
 from zkpy.storage.recovery import Recovered, recover
 from zkpy.storage.snapshot import load_snapshot
-from zkpy.storage.txnlog import scan_log
+from zkpy.storage.txnlog import LogEntry, scan_log
 from zkpy.testing.rawclient import RawClient
 from zkpy.testing.servers import ZK_CONF_DIR, ZK_JAR, ServerProcess, four_letter, start_apache, start_zkpy
 from zkpy.tree.datatree import DataTree
@@ -396,6 +396,16 @@ def test_apache_serves_the_tree_zkpy_left(zkpy_written: Written, tmp_path: Path)
         apache.stop()
 
 
+def replayed(workdir: str, tree: DataTree) -> Iterator[tuple[str, LogEntry]]:
+    """Apply to ``tree`` every txn of ``workdir``'s logs after its last zxid, in order; yield each
+    (the log's name, its entry) once applied."""
+    for log in files(workdir, "log"):
+        for entry in scan_log(str(log), log.read_bytes(), after_zxid=tree.last_processed_zxid).entries:
+            tree.apply(entry.hdr, entry.txn)
+            tree.events.clear()
+            yield log.name, entry
+
+
 def snapshots_ahead_of_their_digest(workdir: str, digest_at: dict[int, int]) -> set[int]:
     """The digest zxids D of Apache's snapshots whose nodes already hold changes of the txn after
     D. Apache writes a snapshot's digest trailer (the digest it recorded after its last whole txn)
@@ -411,19 +421,13 @@ def snapshots_ahead_of_their_digest(workdir: str, digest_at: dict[int, int]) -> 
             continue
         tree, (zxid, expected) = loaded.tree, loaded.digest
         at_digest = tree.digest if zxid == tree.last_processed_zxid else None
-        for log in files(workdir, "log"):
-            for entry in scan_log(str(log), log.read_bytes(), after_zxid=tree.last_processed_zxid).entries:
-                tree.apply(entry.hdr, entry.txn)
-                tree.events.clear()
-                if entry.hdr.zxid == zxid:
-                    at_digest = tree.digest
-                elif at_digest is not None:  # the txn after the trailer's
-                    if at_digest != expected and tree.digest == digest_at.get(entry.hdr.zxid):
-                        races.add(zxid)
-                    break
-            else:
-                continue
-            break
+        for _, entry in replayed(workdir, tree):
+            if entry.hdr.zxid == zxid:
+                at_digest = tree.digest
+            elif at_digest is not None:  # the txn after the trailer's
+                if at_digest != expected and tree.digest == digest_at.get(entry.hdr.zxid):
+                    races.add(zxid)
+                break
     return races
 
 
@@ -434,16 +438,12 @@ def assert_zkpy_digests_match_apaches(workdir: str) -> dict[int, int]:
     first = Path(workdir, "data", "version-2", "snapshot.0")
     tree = load_snapshot(first.name, first.read_bytes()).tree
     digest_at: dict[int, int] = {}
-    for log in files(workdir, "log"):
-        for entry in scan_log(str(log), log.read_bytes(), after_zxid=tree.last_processed_zxid).entries:
-            tree.apply(entry.hdr, entry.txn)
-            tree.events.clear()
-            digest_at[entry.hdr.zxid] = tree.digest
-            if entry.hdr.type == OpCode.ERROR:  # a failed write: Apache logs it without a digest
-                continue
-            assert entry.digest is not None, (log.name, hex(entry.hdr.zxid))
-            assert to_signed64(tree.digest) == entry.digest.treeDigest, (log.name, hex(entry.hdr.zxid),
-                                                                         entry.txn)
+    for log_name, entry in replayed(workdir, tree):
+        digest_at[entry.hdr.zxid] = tree.digest
+        if entry.hdr.type == OpCode.ERROR:  # a failed write: Apache logs it without a digest
+            continue
+        assert entry.digest is not None, (log_name, hex(entry.hdr.zxid))
+        assert to_signed64(tree.digest) == entry.digest.treeDigest, (log_name, hex(entry.hdr.zxid), entry.txn)
     assert len(digest_at) > 300
     for snap in files(workdir, "snapshot")[1:]:
         loaded = load_snapshot(snap.name, snap.read_bytes())
@@ -482,19 +482,16 @@ def snapshot_evidence(workdir: str, digest_at: dict[int, int]) -> str:
             lines.append(f"{snap.name}: no digest trailer")
             continue
         tree, (zxid, expected) = loaded.tree, loaded.digest
-        replayed = tree.digest if zxid == tree.last_processed_zxid else None
+        at_digest = tree.digest if zxid == tree.last_processed_zxid else None
         after: list[str] = []
-        for log in files(workdir, "log"):
-            for entry in scan_log(str(log), log.read_bytes(), after_zxid=tree.last_processed_zxid).entries:
-                tree.apply(entry.hdr, entry.txn)
-                tree.events.clear()
-                if entry.hdr.zxid == zxid:
-                    replayed = tree.digest
-                elif entry.hdr.zxid > zxid and len(after) < 3:
-                    after.append(f"{OpCode(entry.hdr.type).name} 0x{entry.hdr.zxid:x} -> {tree.digest:#x} "
-                                 f"(history {digest_at.get(entry.hdr.zxid, 0):#x})")
+        for _, entry in replayed(workdir, tree):
+            if entry.hdr.zxid == zxid:
+                at_digest = tree.digest
+            elif entry.hdr.zxid > zxid and len(after) < 3:
+                after.append(f"{OpCode(entry.hdr.type).name} 0x{entry.hdr.zxid:x} -> {tree.digest:#x} "
+                             f"(history {digest_at.get(entry.hdr.zxid, 0):#x})")
         lines.append(f"{snap.name}: trailer zxid 0x{zxid:x} digest {expected:#x}; replayed to it: "
-                     f"{replayed if replayed is None else hex(replayed)}; history there: "
+                     f"{at_digest if at_digest is None else hex(at_digest)}; history there: "
                      f"{digest_at.get(zxid, 0):#x}; then {', '.join(after) or 'nothing in the logs'}")
     return "\n".join(lines)
 

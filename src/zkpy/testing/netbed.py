@@ -30,19 +30,14 @@ import os
 import random
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
 
-from zkpy.testing.servers import (
-    ServerProcess,
-    _member_command,
-    _write_cfg,
-    four_letter,
-)
+from zkpy.cli.service import alive
+from zkpy.testing.servers import ServerProcess, _launch_members, xdist_share
 
 TESTER = 254  # the test process's host number on every bed
 CLIENT_PORT, QUORUM_PORT, ELECTION_PORT = 2181, 2888, 3888
@@ -191,13 +186,7 @@ def _free_subnet() -> str:
     """A ``198.18.X`` no address of this machine's namespace uses, from this pytest-xdist worker's
     share of the 256 (two workers' beds never meet)."""
     used = set(re.findall(r"inet 198\.18\.(\d+)\.", _ip("-4", "-o", "addr", "show").stdout))
-    try:
-        index = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
-        workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
-    except ValueError:
-        index, workers = 0, 1
-    size = 256 // workers
-    share = [x for x in range((index % workers) * size, (index % workers + 1) * size) if str(x) not in used]
+    share = [x for x in range(*xdist_share(0, 256)) if str(x) not in used]
     if not share:
         raise RuntimeError("no free 198.18.X/24 for a test bed")
     return f"198.18.{random.choice(share)}"
@@ -209,22 +198,12 @@ def _remove_stale_beds() -> None:
     links = re.findall(r"^\d+: (zkb\d+[a-z]t)[@:]", _ip("-o", "link", "show").stdout, re.MULTILINE)
     for name in [*names, *links]:
         m = _NAME.match(name)
-        if m is None or _alive(int(m.group(1))):
+        if m is None or alive(int(m.group(1))):
             continue
         if name in links:
             _ip("link", "del", name, check=False)
         else:
             _ip("netns", "del", name, check=False)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 # ---- ensembles on a bed
@@ -236,79 +215,14 @@ def start_bed_ensemble(bed: NetBed, kinds: Sequence[str], settings: Mapping[str,
     """Member ``i + 1`` a ``kinds[i]`` server (``zkpy`` or ``apache``) inside host ``i + 1``, every
     member on the same ports at its own address; returned, in myid order, once each serves as a
     leader or follower. ``member_settings[myid]`` goes on top of ``settings`` in that member's
-    zoo.cfg (a ``server.N`` line of its own, through a proxy, say). ``cleanup_ensemble``
-    (``zkpy.testing.servers``) stops them."""
+    zoo.cfg (a ``server.N`` line of its own, through a proxy, say). ``zkpy.testing.servers``'
+    ensemble helpers work on them (``server_mode``, ``ensemble_leader``, ``wait_ensemble_serving``,
+    ``restart_ensemble_member``, ``cleanup_ensemble``)."""
     if len(kinds) > bed.hosts:
         raise ValueError(f"{len(kinds)} members on a bed of {bed.hosts} hosts")
-    root = tempfile.mkdtemp(prefix="zk-netbed-")
     members = {f"server.{i}": f"{bed.address(i)}:{QUORUM_PORT}:{ELECTION_PORT};{bed.address(i)}:{CLIENT_PORT}"
                for i in range(1, len(kinds) + 1)}
-    servers: list[ServerProcess] = []
-    try:
-        for i, kind in enumerate(kinds, 1):
-            own = {**(settings or {}), **(member_settings or {}).get(i, {})}
-            servers.append(spawn_bed_member(bed, kind, i, root, members, own, tick_ms=tick_ms, jvm_props=jvm_props))
-        wait_bed_serving(servers, ready_s)
-    except BaseException:
-        for s in servers:
-            s.stop(signal.SIGKILL)
-            s.remove_files()
-        shutil.rmtree(root, ignore_errors=True)
-        raise
-    return servers
-
-
-def spawn_bed_member(bed: NetBed, kind: str, myid: int, root: str, members: Mapping[str, str],
-                     settings: Mapping[str, str | None] | None, *, tick_ms: int,
-                     jvm_props: Mapping[str, str] | None) -> ServerProcess:
-    """Start, without waiting for it, member ``myid`` inside host ``myid`` (its data in ``root``)."""
-    workdir = os.path.join(root, f"server{myid}")
-    os.makedirs(os.path.join(workdir, "data"), exist_ok=True)
-    with open(os.path.join(workdir, "data", "myid"), "w", encoding="ascii") as f:
-        f.write(f"{myid}\n")
-    own = {"extendedTypesEnabled": "true"} if kind == "zkpy" else {}
-    cfg = _write_cfg(workdir, CLIENT_PORT, {
-        "tickTime": str(tick_ms), "initLimit": "10", "syncLimit": "5", "clientPortAddress": bed.address(myid),
-        "admin.enableServer": "false", "standaloneEnabled": "false", "reconfigEnabled": "false",
-        "cnxTimeout": "1000", **own, **members, **(settings or {}),
-    })
-    log_path = os.path.join(workdir, "server.log")
-    cmd = bed.command(myid, _member_command(kind, cfg, jvm_props))
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
-    return ServerProcess(kind, CLIENT_PORT, proc, workdir, log_path,
-                         {"myid": str(myid), "quorum_port": str(QUORUM_PORT), "election_port": str(ELECTION_PORT),
-                          "root": root}, cmd, host=bed.address(myid))
-
-
-def bed_mode(server: ServerProcess, timeout: float = 1.0) -> str | None:
-    """``srvr``'s Mode of a bed member, asked from the tester (None: no answer, or not serving)."""
-    try:
-        answer = four_letter(server.port, "srvr", timeout=timeout, host=server.host)
-    except OSError:
-        return None
-    for line in answer.splitlines():
-        if line.startswith("Mode:"):
-            return line.split(":", 1)[1].strip()
-    return None
-
-
-def wait_bed_serving(servers: Sequence[ServerProcess], deadline_s: float = 60.0) -> dict[int, str]:
-    """Wait until every running member serves as leader, follower or observer: myid -> mode."""
-    deadline = time.monotonic() + deadline_s
-    modes: dict[int, str] = {}
-    while True:
-        for s in servers:
-            if s.proc.poll() is not None:
-                raise RuntimeError(f"bed member {s.extra['myid']} exited with {s.proc.returncode}:\n{s.log()[-4000:]}")
-            mode = bed_mode(s)
-            if mode in ("leader", "follower", "observer"):
-                modes[int(s.extra["myid"])] = mode
-        if len(modes) == len(servers):
-            return modes
-        if time.monotonic() >= deadline:
-            logs = "\n".join(f"--- member {s.extra['myid']}:\n{s.log()[-2000:]}" for s in servers
-                             if int(s.extra["myid"]) not in modes)
-            raise RuntimeError(f"bed ensemble not serving within {deadline_s}s: {modes}\n{logs}")
-        modes.clear()
-        time.sleep(0.1)
+    return _launch_members(tempfile.mkdtemp(prefix="zk-netbed-"), [(kind, i, CLIENT_PORT) for i, kind in enumerate(kinds, 1)],
+                           members, settings, tick_ms=tick_ms, jvm_props=jvm_props, observers=(), wait=True,
+                           ready_s=ready_s, member_settings=member_settings,
+                           place=lambda myid: (bed.address(myid), bed.command(myid, [])))

@@ -130,6 +130,8 @@ class TcpProxy:
         self.port = 0
         self.accepted = 0  # connections accepted since start(), whatever became of them
         self.forwarded = 0  # connections that reached a server
+        self.delayed = 0  # chunks put in a delay line (``delay``)
+        self.dropped = 0  # of those, chunks a blackhole cut dropped before they were due
 
     # -- the test's side (any thread) -------------------------------------------------------
 
@@ -316,7 +318,7 @@ class TcpProxy:
         ``delay``, each chunk leaves that long after it came, in order.
 
         A clean close on one side is passed on as a clean close (FIN) of the other."""
-        line = _DelayLine(dst, link)
+        line = _DelayLine(dst, link, self)
         try:
             while data := await src.read(_CHUNK):
                 if not link.frozen:
@@ -343,9 +345,10 @@ class _DelayLine:
     """Bytes for ``dst``, each written ``delay_s`` after it was put, in the order put (a chunk put
     with no delay waits for those still in the line); nothing once the link is frozen."""
 
-    def __init__(self, dst: asyncio.StreamWriter, link: _Link) -> None:
+    def __init__(self, dst: asyncio.StreamWriter, link: _Link, proxy: TcpProxy) -> None:
         self._dst = dst
         self._link = link  # a chunk due after the link froze (a blackhole cut) is dropped
+        self._proxy = proxy  # counts the chunks delayed and dropped
         self._queue: asyncio.Queue[tuple[float, bytes] | None] = asyncio.Queue(maxsize=1024)  # bounded
         self._task: asyncio.Task[None] | None = None
 
@@ -357,6 +360,7 @@ class _DelayLine:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
         await self._queue.put((asyncio.get_running_loop().time() + delay_s, data))
+        self._proxy.delayed += 1
 
     async def flush(self) -> None:
         """Wait until every chunk put has been written."""
@@ -375,6 +379,7 @@ class _DelayLine:
             if due > loop.time():
                 await asyncio.sleep(due - loop.time())
             if self._link.frozen:
+                self._proxy.dropped += 1
                 continue
             self._dst.write(data)
             await self._dst.drain()

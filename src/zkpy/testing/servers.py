@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from zkpy.admin.fourletter import ask as ask_four_letter_word
@@ -75,19 +75,8 @@ class _PortTurns:
     run's TIME_WAIT sockets)."""
 
     def __init__(self) -> None:
-        self._low, self._high = self._share(PICK_FROM, _ephemeral_low())
+        self._low, self._high = xdist_share(PICK_FROM, _ephemeral_low())
         self._next = random.randrange(self._low, self._high) if self._high - self._low >= 100 else 0
-
-    @staticmethod
-    def _share(low: int, high: int) -> tuple[int, int]:
-        """This worker's slice of ``[low, high)`` (all of it outside pytest-xdist)."""
-        try:
-            index = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
-            workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
-        except ValueError:
-            return low, high
-        size = (high - low) // workers
-        return low + (index % workers) * size, low + (index % workers + 1) * size
 
     def next_port(self) -> int:
         """The next port to try (0, the kernel's pick, where the slice is too small)."""
@@ -96,6 +85,18 @@ class _PortTurns:
         port = self._next
         self._next = port + 1 if port + 1 < self._high else self._low
         return port
+
+
+def xdist_share(low: int, high: int) -> tuple[int, int]:
+    """This pytest-xdist worker's slice of ``[low, high)`` (all of it outside pytest-xdist), so
+    that two workers never pick the same port or test bed subnet."""
+    try:
+        index = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+        workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    except ValueError:
+        return low, high
+    size = (high - low) // workers
+    return low + (index % workers) * size, low + (index % workers + 1) * size
 
 
 def _ephemeral_low() -> int:
@@ -419,12 +420,23 @@ def start_ensemble(kinds: Sequence[str], settings: Mapping[str, str | None] | No
                            wait=wait, ready_s=ready_s, member_settings=member_settings)
 
 
+Place = Callable[[int], tuple[str, Sequence[str]]]
+"""Where member ``myid`` runs: the address it serves clients on, and the command prefix that
+starts it there (``zkpy.testing.netbed``: its own network namespace)."""
+
+
+def _on_loopback(_myid: int) -> tuple[str, Sequence[str]]:
+    return "127.0.0.1", ()
+
+
 def _spawn_member(kind: str, root: str, myid: int, client: int, members: Mapping[str, str],
                   settings: Mapping[str, str | None] | None, *, tick_ms: int,
-                  jvm_props: Mapping[str, str] | None, observer: bool) -> ServerProcess:
+                  jvm_props: Mapping[str, str] | None, observer: bool, place: Place = _on_loopback) -> ServerProcess:
     """Start, without waiting for it, ensemble member ``myid`` in ``root/server<myid>``: its data
-    dir with ``myid``, its zoo.cfg (every member's line, ``settings`` on top), its log, its process."""
+    dir with ``myid``, its zoo.cfg (every member's line, ``settings`` on top), its log, its process
+    (where ``place`` says)."""
     quorum, election = _member_ports(members[f"server.{myid}"])
+    address, prefix = place(myid)
     workdir = os.path.join(root, f"server{myid}")
     os.makedirs(os.path.join(workdir, "data"))
     with open(os.path.join(workdir, "data", "myid"), "w", encoding="ascii") as f:
@@ -432,32 +444,33 @@ def _spawn_member(kind: str, root: str, myid: int, client: int, members: Mapping
     # TTL nodes: a zoo.cfg key for zkpy, a system property for Apache (set in _member_command)
     own = {"extendedTypesEnabled": "true"} if kind == "zkpy" else {}
     cfg = _write_cfg(workdir, client, {
-        "tickTime": str(tick_ms), "initLimit": "10", "syncLimit": "5",
+        "tickTime": str(tick_ms), "initLimit": "10", "syncLimit": "5", "clientPortAddress": address,
         "admin.enableServer": "false", "standaloneEnabled": "false", "reconfigEnabled": "false",
         "cnxTimeout": "1000", **own, **members, **(settings or {}),
         **({"peerType": "observer"} if observer else {}),
     })
     log_path = os.path.join(workdir, "server.log")
-    cmd = _member_command(kind, cfg, jvm_props)
+    cmd = [*prefix, *_member_command(kind, cfg, jvm_props)]
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
     return ServerProcess(kind, client, proc, workdir, log_path,
-                         {"myid": str(myid), "quorum_port": quorum, "election_port": election, "root": root}, cmd)
+                         {"myid": str(myid), "quorum_port": quorum, "election_port": election, "root": root}, cmd,
+                         host=address)
 
 
 def _launch_members(root: str, starts: Sequence[tuple[str, int, int]], members: Mapping[str, str],
                     settings: Mapping[str, str | None] | None, *, tick_ms: int,
                     jvm_props: Mapping[str, str] | None, observers: Sequence[int], wait: bool,
                     ready_s: float, member_settings: Mapping[int, Mapping[str, str | None]] | None = None,
-                    ) -> list[ServerProcess]:
-    """Start every ``(kind, myid, client port)`` before waiting for any; on any failure, kill what
-    was started and remove ``root``."""
+                    place: Place = _on_loopback) -> list[ServerProcess]:
+    """Start every ``(kind, myid, client port)`` (where ``place`` says) before waiting for any; on
+    any failure, kill what was started and remove ``root``."""
     servers: list[ServerProcess] = []
     try:
         for kind, myid, client in starts:
             own = {**(settings or {}), **(member_settings or {}).get(myid, {})}
             servers.append(_spawn_member(kind, root, myid, client, members, own, tick_ms=tick_ms,
-                                         jvm_props=jvm_props, observer=myid in observers))
+                                         jvm_props=jvm_props, observer=myid in observers, place=place))
         if wait:
             wait_ensemble_serving(servers, ready_s)
     except BaseException:

@@ -39,7 +39,7 @@ def test_each_xdist_worker_picks_from_its_own_slice(monkeypatch: pytest.MonkeyPa
     for index in range(workers):
         monkeypatch.setenv("PYTEST_XDIST_WORKER", f"gw{index}")
         monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", str(workers))
-        slices.append(servers._PortTurns._share(10_000, 32_768))
+        slices.append(servers.xdist_share(10_000, 32_768))
     assert slices[0][0] == 10_000 and all(a[1] == b[0] for a, b in zip(slices, slices[1:]))
     assert slices[-1][1] <= 32_768 and slices[-1][1] > 32_768 - workers
 

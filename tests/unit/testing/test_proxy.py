@@ -246,14 +246,13 @@ def test_lose_reply_applies_the_request_and_drops_only_its_reply(zkpy_server: Se
 
 
 def test_a_delay_holds_every_chunk_each_way_and_keeps_the_order(proxy: TcpProxy) -> None:
-    """delay(ms): a round trip takes at least twice the delay (a lower bound: the proxy cannot
-    be faster than its own wait), and many small chunks arrive whole and in order."""
+    """delay(ms): both ways of a round trip go through the delay line (no timing is asserted),
+    and many small chunks arrive whole and in order."""
     proxy.delay(150)
     with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as s:
-        started = time.monotonic()
         s.sendall(b"ping")
         assert s.recv(100) == b"A:ping"
-        assert time.monotonic() - started >= 0.3
+        assert proxy.delayed == 2
         sent = b"".join(b"%05d," % i for i in range(2000))
         for i in range(0, len(sent), 60):
             s.sendall(sent[i:i + 60])
@@ -270,8 +269,8 @@ def test_a_blackhole_cut_drops_what_a_delay_still_held(proxy: TcpProxy, echo: Ec
     with socket.create_connection(("127.0.0.1", proxy.port), timeout=2) as s:
         wait_for(lambda: proxy.connection_count() == 1, "the proxy's connection to the server")
         s.sendall(b"held")
-        time.sleep(0.3)  # the proxy has read it into its delay line
+        wait_for(lambda: proxy.delayed == 1, "the chunk in the proxy's delay line")
         proxy.cut("blackhole")  # within the delay: the chunk must not reach the server
-        time.sleep(2.2)
+        wait_for(lambda: proxy.dropped == 1, "the delay line to drop the chunk when it fell due")
         assert b"held" not in b"".join(echo.received)
     proxy.restore()
