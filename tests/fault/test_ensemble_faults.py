@@ -250,3 +250,31 @@ def test_five_servers_survive_the_leader_and_a_follower_dying(ensemble5: list[Se
         finish(servers, writers)
     finally:
         holder.close()
+
+
+def test_a_learner_link_reset_before_the_leader_speaks_is_dialled_again_in_the_same_term() -> None:
+    """A proxy in front of a leader that is not listening yet (or a load balancer, or a sidecar)
+    accepts the learner's connection and resets it at once. The learner dials again within its
+    term instead of going back to the election while the leader waits initLimit for it (the
+    flip-flop of issue 26; ``learner_link_reset`` is the transcript)."""
+    from zkpy.testing.pytest_plugin import ZkEnsemble
+
+    ens = ZkEnsemble(3)
+    try:
+        leader = ens.leader()
+        follower = next(m for m in ens.members if m is not leader)
+        mark = follower.process.log_size()
+        link = ens.quorum_link(follower, leader)
+        link.reset_next(2)
+        link.cut("reset")  # the follower's term ends; it elects the same leader and dials again
+        link.restore()
+        deadline = time.monotonic() + 30
+        while link.reset_early < 2:  # the two early resets come after the election
+            assert time.monotonic() < deadline, follower.process.log(mark)
+            time.sleep(0.02)
+        ens.wait_serving([follower])
+        log = follower.process.log(mark)
+        assert len(re.findall(r"is LOOKING", log)) == 1, log  # one election: the resets ended no term
+        assert f"synchronised with leader {leader.myid}" in log, log
+    finally:
+        ens.cleanup()

@@ -20,6 +20,9 @@ election the new config. Nothing moves unless a command moves it:
     crash SID [kill]                         power loss: what SID wrote and did not sync is lost
                                              (kill: kill -9, every written byte stays); its process
                                              and its connections are gone
+    reset SID                                learner SID's link to its leader is reset (what was in
+                                             flight on it is lost), as by a proxy in front of a
+                                             leader not listening yet
     fail SID                                 SID's term breaks off with a failure (an exception in
                                              its shell): it is closed, and hands no tree on
     hold SID                                 bytes sent to SID wait (a slow link)
@@ -225,6 +228,26 @@ class PeersDriver(Driver):
             else:
                 term.core.link_lost()
         return lines
+
+    def cmd_reset(self, sid: str) -> list[str]:
+        m = self.members[int(sid)]
+        term = m.term
+        if term is None or not isinstance(term.core, LearningCore) or not term.links:
+            raise ValueError(f"server {sid} has no link to a leader")
+        leader = self.members[term.core.leader_sid]
+        term.links.clear()
+        term.inbox.clear()
+        if leader.term is not None and m.sid in leader.term.links:
+            leader.term.links.discard(m.sid)
+            leader.term.inbox = deque((src, data) for src, data in leader.term.inbox if src != m.sid)
+            self._time(leader)
+            assert isinstance(leader.term.core, LeadingCore)
+            leader.term.core.link_lost(m.sid)
+        self._time(m)
+        retry_ms = term.core.link_lost()
+        then = f"connecting again in {retry_ms} ms" if retry_ms is not None else "the term ends"
+        return [f"{m.sid}: the link to leader {leader.sid} is reset: {then}",
+                *(line for line in self._pump_term(m) + self._pump_term(leader) if line)]
 
     def cmd_fail(self, sid: str) -> list[str]:
         m = self.members[int(sid)]

@@ -90,6 +90,7 @@ class LearningCore(TermCore):
         self._to_log: list[tuple[int, bytes]] = []
         self._held: deque[zf.Action] = deque()  # the Zab core's actions not run yet (after a barrier)
         self._connect_tries = 0
+        self._heard = False  # a byte came from the leader on this term's link
         self._connect_deadline_ms = now_ms + config.tick_ms * q.init_limit_ticks
         self._started = False
 
@@ -117,13 +118,26 @@ class LearningCore(TermCore):
         """Bytes from the leader. A malformed stream ends the term."""
         if self.ended is not None:
             return
+        self._heard = self._heard or bool(data)
         try:
             self._read(data)
         except (ProtocolError, zf.LearnerError) as exc:
             self._end(f"error while following: {exc}")
 
-    def link_lost(self) -> None:
-        self._end("the leader closed the connection")
+    def link_lost(self, reason: str = "the leader closed the connection") -> int | None:
+        """The connection to the leader closed: the term ends (None). One that closes before the
+        leader sent a byte is a failed try to connect instead, and the delay before the next try
+        is returned as by ``connect_failed``: a proxy, load balancer or sidecar in front of a
+        leader that is not listening yet accepts the connection and resets it at once, and ending
+        the term there sent the learner back to the election while its leader waited initLimit
+        for it (issue 26). ZooKeeper's Learner ends the term; the leader sees an early
+        disconnect either way."""
+        if self.ended is None and not self._heard:
+            delay = self.connect_failed()
+            if delay is not None:
+                return delay
+        self._end(reason)
+        return None
 
     def tick(self) -> None:
         """Zab's timers, then the pipeline's (a learner expires only its local sessions)."""

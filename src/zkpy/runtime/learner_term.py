@@ -79,25 +79,56 @@ class LearnerTerm(Term):
                 await asyncio.sleep(delay_ms / 1000)
 
     async def _read(self, reader: asyncio.StreamReader) -> None:
+        """The leader's bytes into the core until the link closes; a link that closes before the
+        leader said anything is dialled again when the core says so (``LearningCore.link_lost``)."""
         core = self.core
         try:
             while True:
-                data = await reader.read(READ_CHUNK)
+                try:
+                    data = await reader.read(READ_CHUNK)
+                    lost = "the leader closed the connection"
+                except ConnectionError as exc:
+                    data, lost = b"", f"connection to the leader lost: {exc}"
                 self._time()
-                if not data:
-                    core.link_lost()
-                else:
+                if data:
                     core.link_data(data)
+                    self.pump()
+                    continue
+                retry_ms = core.link_lost(lost)
                 self.pump()
-                if not data:
+                if retry_ms is None:
                     return
+                reader_again = await self._reconnect(lost, retry_ms)
+                if reader_again is None:
+                    return
+                reader = reader_again
         except asyncio.CancelledError:
             raise
-        except (ConnectionError, TermEnded) as exc:
+        except TermEnded as exc:
             self.end(f"connection to the leader lost: {exc}")
         except Exception as exc:  # a failed effect: this term is over
             log.exception("server %d: following leader %d failed", self.host.sid, self.leader_sid)
             self.end(f"error while following: {exc}")
+
+    async def _reconnect(self, lost: str, retry_ms: int) -> asyncio.StreamReader | None:
+        """Dial the leader again after a link that closed before the leader said anything."""
+        host = self.host
+        leader = host.quorum.server(self.leader_sid)
+        assert leader is not None  # run() found it
+        log.info("server %d: %s before leader %d said anything: connecting again in %d ms", host.sid, lost,
+                 self.leader_sid, retry_ms)
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+        await asyncio.sleep(retry_ms / 1000)
+        reader = await self._connect(leader.host, leader.peer_port)
+        self._time()
+        if reader is None:
+            self.end(f"could not connect to leader {self.leader_sid} at {leader.host}:{leader.peer_port}")
+            return None
+        self.core.connected()
+        self.pump()
+        return reader
 
     def _send(self, effect: fx.Send) -> None:
         if self.writer is not None and not self.writer.is_closing():

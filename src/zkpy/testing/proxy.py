@@ -24,6 +24,10 @@ comes back, resets that connection instead of passing the reply on: the request 
 the server but its client sees ConnectionLoss, the case of the recipe guide's "Recoverable
 Errors". ``lost`` counts the replies lost so far.
 
+``reset_next(n)`` accepts the next ``n`` connections and resets each at once, without dialling
+the server, as a proxy, load balancer or sidecar does in front of a server not listening yet;
+``reset_early`` counts them.
+
 ``delay(ms)`` holds every chunk that long, each way, keeping the order (a slow link, where the
 kernel has no netem); ``listen_host`` makes it listen on another address than 127.0.0.1 (a test
 bed's own, ``zkpy.testing.netbed``).
@@ -121,6 +125,8 @@ class TcpProxy:
         self._zk_frames = zk_frames
         self._lose: frozenset[int] = frozenset()
         self._lose_skip = 0
+        self._reset_next = 0
+        self.reset_early = 0  # connections reset_next() reset
         self.lost = 0  # replies dropped by lose_reply()
         self._mode: CutMode | None = None
         self._links: set[_Link] = set()
@@ -176,6 +182,10 @@ class TcpProxy:
             raise RuntimeError("lose_reply needs a proxy made with zk_frames=True")
         self._lose_skip = skip
         self._lose = frozenset(opcodes)
+
+    def reset_next(self, n: int) -> None:
+        """Reset each of the next ``n`` connections as soon as it is accepted (see the module doc)."""
+        self._reset_next = n
 
     def delay(self, ms: float) -> None:
         """Hold every chunk ``ms`` milliseconds each way from now on (0: none), as a slow link
@@ -249,6 +259,11 @@ class TcpProxy:
         writer.transport.set_write_buffer_limits(high=1 << 20)
         link = _Link(writer)
         if self._mode == "reset":
+            _reset(writer)
+            return
+        if self._reset_next > 0 and self._mode is None:
+            self._reset_next -= 1
+            self.reset_early += 1
             _reset(writer)
             return
         self._links.add(link)

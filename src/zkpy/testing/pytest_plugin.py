@@ -215,6 +215,11 @@ class ZkEnsemble:
         """Cut ``member`` off from every other member."""
         self.partition([member], mode=mode)
 
+    def quorum_link(self, learner: ZkServer, leader: ZkServer) -> TcpProxy:
+        """The proxy through which ``learner`` dials ``leader``'s quorum port, for faults of one
+        link (``TcpProxy.reset_next``, ``delay``)."""
+        return self._links[(self._myid(learner), self._myid(leader))][0]
+
     def heal(self) -> None:
         """Restore every peer link."""
         for pair in self._links.values():

@@ -529,7 +529,8 @@ class SimLearnerTerm(_Term):
             self.c.net.close(conn, self.sid)
             return
         self.conn = conn
-        self.log = self.node.new_log(self._durable, self._roll)
+        if self.log is None:  # a link that closed before the leader said anything is dialled again
+            self.log = self.node.new_log(self._durable, self._roll)
         self._time()
         self.core.connected()
         self.pump()
@@ -546,8 +547,11 @@ class SimLearnerTerm(_Term):
     def on_close(self, conn: QConn) -> None:
         if conn is self.conn and self.current():
             self._time()
-            self.core.link_lost()
+            retry_ms = self.core.link_lost()
             self.pump()
+            if retry_ms is not None:  # closed before the leader said anything: dial again
+                self.conn = None
+                self.node.post(retry_ms, self._retry)
 
     def tick(self) -> None:
         if self.conn is None:
