@@ -36,6 +36,9 @@ has just returned through the leader, on zkpy and on ZooKeeper: see ``bench/stal
 ``python -m bench availability [...]`` (root) runs one seeded schedule of faults against a zkpy and a
 ZooKeeper ensemble on the network test bed: the clients' longest write outage and each member's return
 to serving, see ``bench/availability.py``.
+
+``python -m bench proxied [...]`` times the example project's failover story on the pytest plugin's
+ensemble, whose members reach each other through TCP proxies: see ``bench/proxied.py``.
 """
 
 from __future__ import annotations
@@ -204,7 +207,7 @@ def _log(msg: str) -> None:
 
 SUBCOMMANDS = {"durability": "durability", "client": "clientbench", "recipes": "recipes", "ensemble": "ensemble",
                "figure5": "figure5", "figure8": "figure8", "scale": "scale", "availability": "availability",
-               "staleness": "staleness", "memory": "memory"}  # python -m bench NAME -> its module
+               "staleness": "staleness", "memory": "memory", "proxied": "proxied"}  # python -m bench NAME -> its module
 
 
 def main(argv: list[str] | None = None) -> int:
