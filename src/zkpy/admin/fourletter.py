@@ -100,9 +100,14 @@ def is_enabled(word: str, whitelist: Iterable[str]) -> bool:
     return word == "srvr" or "*" in allowed or word in allowed
 
 
+FOLLOWS = "3.8.5"  # where 3.8 releases behave differently, zkpy behaves as this one (README, "deliberately differs")
+
+
 def full_version() -> str:
-    """``3.8.0-zkpy-<version>, built on <date>``: parsers that read ZooKeeper's version see 3.8.0."""
-    return f"3.8.0-zkpy-{zkpy.__version__}, built on {_build_date()}"
+    """``3.8.5-zkpy-<version>, built on <date>`` (srvr, stat, envi, mntr, the AdminServer): parsers
+    that read ZooKeeper's version see the 3.8 release whose behaviour zkpy follows where 3.8.0 and
+    later 3.8 releases differ (exists() on an unreadable node, a bare check)."""
+    return f"{FOLLOWS}-zkpy-{zkpy.__version__}, built on {_build_date()}"
 
 
 def _build_date() -> str:
