@@ -1,14 +1,14 @@
 """Ensembles across real network addresses (``zkpy.testing.netbed``): each member in a network
 namespace of its own at ``198.18.X.N``, configured by address as in production, and faults cut at
 the switch: the leader isolated with clients on both sides, a minority isolated past its sessions'
-timeout, a member away long enough to need a snapshot, a flapping link, a slow link to the leader
-(through ``TcpProxy.delay``: the kernel has no netem), an isolated follower serving read-only
-clients on its side. Every scenario ends with
-the checks of the loopback fault tests: no acknowledged write lost, compare-and-set increments that
-stay linearizable (no acknowledged update lost under another), every member with the same tree,
-ephemerals gone where their sessions expired and nowhere else, nothing written on the minority
-side, and no ERROR line or traceback in a zkpy member's log. The time until writes resume is
-printed beside Apache ZooKeeper's (BENCHMARKS.md has the figures; no test asserts a time).
+timeout, a member away long enough to need a snapshot, a flapping link, a slow and lossy link to
+the leader (through ``TcpProxy.delay`` and ``loss``: the kernel has no netem), an isolated follower
+serving read-only clients on its side. Every scenario ends with the checks of the loopback fault
+tests: no acknowledged write lost, compare-and-set increments that stay linearizable (no
+acknowledged update lost under another), every member with the same tree, ephemerals gone where
+their sessions expired and nowhere else, nothing written on the minority side, and no ERROR line or
+traceback in a zkpy member's log. The time until writes resume is printed beside Apache ZooKeeper's
+(BENCHMARKS.md has the figures; no test asserts a time).
 
 They need root (network namespaces): ``.ci/run`` runs as root, and in CI a missing bed is a failure;
 elsewhere they skip, saying why.
@@ -404,9 +404,10 @@ def test_an_isolated_follower_serves_read_only_clients_on_its_side(kind: str, be
         cleanup_ensemble(servers)
 
 
-def test_a_slow_link_to_the_leader_loses_nothing(bed: NetBed) -> None:
+def test_a_slow_and_lossy_link_to_the_leader_loses_nothing(bed: NetBed) -> None:
     """Member 1 reaches the leader's quorum port through a proxy that delays every chunk (the
-    kernel here has no netem): 150 ms each way, then 600 ms, then none, under writes and
+    kernel here has no netem): 150 ms each way, then 600 ms, then 10 % of the chunks lost (each
+    comes a retransmission timeout later, as over TCP), then none, under writes and
     compare-and-sets from every member. The slow follower stays a follower (its round trips stay
     inside syncLimit) and ends with the same tree."""
     from zkpy.testing.netbed import ELECTION_PORT, QUORUM_PORT, TESTER
@@ -420,9 +421,13 @@ def test_a_slow_link_to_the_leader_loses_nothing(bed: NetBed) -> None:
             assert slow.forwarded >= 1, "member 1 did not follow through the proxy"
             writers = start_writers(servers)
             counters = start_cas(servers)
-            for ms in (150, 600, 0):
+            seed = int(time.time())
+            print(f"test_netbed: loss seed {seed}")
+            for ms, percent in ((150, 0), (600, 0), (0, 10), (0, 0)):
                 slow.delay(ms)
+                slow.loss(percent, seed=seed)
                 time.sleep(4)
+            assert slow.retransmitted > 0
             stop_cas(counters)
             # member 1 was given another server.3 line: its /zookeeper/config says so
             check_cas(counters, finish(servers, writers, ignore=("/zookeeper/config",)))

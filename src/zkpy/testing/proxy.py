@@ -29,7 +29,10 @@ the server, as a proxy, load balancer or sidecar does in front of a server not l
 ``reset_early`` counts them.
 
 ``delay(ms)`` holds every chunk that long, each way, keeping the order (a slow link, where the
-kernel has no netem); ``listen_host`` makes it listen on another address than 127.0.0.1 (a test
+kernel has no netem); ``loss(percent, rto_ms)`` loses that share of the chunks as TCP shows a lost
+segment to the programs at both ends: the chunk, and every chunk behind it, arrives a
+retransmission timeout later (doubled for each time the retransmission is lost too),
+``retransmitted`` counts them; ``listen_host`` makes it listen on another address than 127.0.0.1 (a test
 bed's own, ``zkpy.testing.netbed``).
 
 ``TcpProxy(host, port, ssl_context=...)`` terminates TLS: it accepts TLS connections from the
@@ -43,6 +46,7 @@ only while the proxy is still not cut.
 from __future__ import annotations
 
 import asyncio
+import random
 import socket
 import ssl
 import struct
@@ -121,6 +125,9 @@ class TcpProxy:
         self._target = (target_host, target_port)
         self._listen_host = listen_host
         self._delay_s = 0.0
+        self._loss = 0.0  # the share of chunks lost once or more (``loss``)
+        self._rto_s = 0.2
+        self._rng = random.Random(0)
         self._ssl_context = ssl_context
         self._zk_frames = zk_frames
         self._lose: frozenset[int] = frozenset()
@@ -138,6 +145,7 @@ class TcpProxy:
         self.forwarded = 0  # connections that reached a server
         self.delayed = 0  # chunks put in a delay line (``delay``)
         self.dropped = 0  # of those, chunks a blackhole cut dropped before they were due
+        self.retransmitted = 0  # chunks ``loss`` lost (each once per retransmission)
 
     # -- the test's side (any thread) -------------------------------------------------------
 
@@ -182,6 +190,26 @@ class TcpProxy:
             raise RuntimeError("lose_reply needs a proxy made with zk_frames=True")
         self._lose_skip = skip
         self._lose = frozenset(opcodes)
+
+    def loss(self, percent: float, rto_ms: float = 200.0, seed: int = 0) -> None:
+        """Lose ``percent`` of the chunks from now on, each way, as TCP shows a loss (see the module
+        doc: the chunk and those behind it come ``rto_ms`` later, doubled per repeated loss; 200 ms
+        is Linux's least retransmission timeout), drawn from ``seed``; 0: none."""
+        if not 0 <= percent < 100:
+            raise ValueError(f"loss must be in [0, 100): {percent}")
+        self._rng = random.Random(seed)
+        self._rto_s = rto_ms / 1000
+        self._loss = percent / 100
+
+    def _held_s(self) -> float:
+        """How long the next chunk is held: the delay, and a retransmission timeout for each time
+        it is lost."""
+        held, rto = self._delay_s, self._rto_s
+        while self._loss and self._rng.random() < self._loss:
+            self.retransmitted += 1
+            held += rto
+            rto *= 2
+        return held
 
     def reset_next(self, n: int) -> None:
         """Reset each of the next ``n`` connections as soon as it is accepted (see the module doc)."""
@@ -342,7 +370,7 @@ class TcpProxy:
                         link.reset()
                         self._links.discard(link)
                         return
-                    await line.put(passed, self._delay_s)
+                    await line.put(passed, self._held_s())
             await line.flush()
         except (OSError, asyncio.CancelledError):
             line.cancel()

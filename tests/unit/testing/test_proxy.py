@@ -274,3 +274,35 @@ def test_a_blackhole_cut_drops_what_a_delay_still_held(proxy: TcpProxy, echo: Ec
         wait_for(lambda: proxy.dropped == 1, "the delay line to drop the chunk when it fell due")
         assert b"held" not in b"".join(echo.received)
     proxy.restore()
+
+
+def test_a_loss_delays_the_lost_chunks_and_those_behind_them_but_loses_no_byte(proxy: TcpProxy) -> None:
+    """loss(percent): as TCP shows a lost segment, the chunk comes a retransmission timeout later
+    and nothing overtakes it; every byte arrives once, in order (no timing is asserted)."""
+    seed = 7
+    print(f"loss seed {seed}")
+    proxy.loss(40, rto_ms=10, seed=seed)
+    sent = b"".join(b"%05d," % i for i in range(1000))
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as s:
+        got = b""
+        for i in range(0, len(sent), 60):
+            s.sendall(sent[i:i + 60])
+            time.sleep(0.001)  # separate chunks, so that each may be lost
+        while len(got.replace(b"A:", b"")) < len(sent):
+            got += s.recv(65536)
+    assert got.replace(b"A:", b"") == sent
+    assert proxy.retransmitted > 0
+    with pytest.raises(ValueError):
+        proxy.loss(100)
+    proxy.loss(0)
+    before = proxy.retransmitted
+    assert roundtrip(proxy.port, b"after") == b"A:after"
+    assert proxy.retransmitted == before
+
+
+def test_reset_next_resets_that_many_new_connections_then_forwards(proxy: TcpProxy) -> None:
+    proxy.reset_next(2)
+    assert_dropped(proxy.port)
+    assert_dropped(proxy.port)
+    assert roundtrip(proxy.port, b"third") == b"A:third"
+    assert proxy.reset_early == 2
