@@ -92,6 +92,23 @@ def test_plain_server_with_zoo_cfg_still_runs_in_foreground(tmp_path: Path, zoo_
     assert not (tmp_path / "data" / PID_FILE).exists()
 
 
+def test_status_asks_the_port_of_a_server_started_in_the_foreground(tmp_path: Path, zoo_cfg: Path) -> None:
+    """As ``zkServer.sh status``: a server run in the foreground (a terminal, systemd, a container)
+    writes no pid file, and is running all the same."""
+    proc = subprocess.Popen([*ZKPY, str(zoo_cfg)], cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        assert any("serving:" in line for line in proc.stderr)
+        assert not (tmp_path / "data" / PID_FILE).exists()
+        status = zkpy(["status", str(zoo_cfg)], tmp_path)
+        assert (status.returncode, status.stdout.strip()) == (0, "Mode: standalone"), status.stderr
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+    status = zkpy(["status", str(zoo_cfg)], tmp_path)
+    assert status.returncode == 1 and "not running" in status.stderr and "does not answer" in status.stderr
+
+
 def test_debug_shows_the_request_path_and_session_decisions() -> None:
     from zkpy.testing.rawclient import RawClient
     from zkpy.testing.servers import start_zkpy

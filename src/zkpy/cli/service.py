@@ -6,8 +6,9 @@
   ``zookeeper.out``), writes its pid to ``dataDir/zookeeper_server.pid`` (zkServer.sh's name and
   place), and waits until the client port answers (or the server exits: then its last line is
   printed and the pid file removed);
-* ``status`` exits 0 and prints the ``Mode:`` line of ``srvr`` when the pid file names a live
-  process that answers, 1 otherwise;
+* ``status`` asks the client port, as ``zkServer.sh status`` does (a server started in the
+  foreground has no pid file), and exits 0 with the ``Mode:`` line of ``srvr``, 1 when nothing
+  serves there;
 * ``stop`` sends SIGTERM to the pid in the pid file and waits for the process to end, then removes
   the pid file; ``restart`` is stop (when running), then start.
 """
@@ -88,21 +89,23 @@ def mode_of(answer: str) -> str | None:
 
 
 def status(config: ServerConfig) -> tuple[int, str]:
-    """(exit status, the line to print)."""
+    """(exit status, the line to print). The client port decides, as for ``zkServer.sh status``: a
+    server started in the foreground (a terminal, systemd, a container) has no pid file; the pid
+    file only says more when the port does not answer."""
     path = pid_path(config)
     pid = read_pid(path)
-    if pid is None or not alive(pid):
-        why = "no pid file " + path if pid is None else f"process {pid} from {path} is not running"
-        return 1, f"zkpy: not running ({why})"
-    answer = srvr(config)
+    running = pid is not None and alive(pid)
     where = f"{_client_host(config)}:{config.client_port}"
+    answer = srvr(config)
     if answer is None:
-        return 1, f"zkpy: process {pid} is running but {where} does not answer"
+        if running:
+            return 1, f"zkpy: process {pid} (pid file {path}) is running but {where} does not answer"
+        return 1, f"zkpy: not running ({where} does not answer)"
     mode = mode_of(answer)
     if mode is None:
         if "not currently serving" in answer:
-            return 1, f"zkpy: process {pid} is running but not serving requests on {where} (no quorum?)"
-        return 0, f"zkpy: running as process {pid} on {where} (srvr is not in 4lw.commands.whitelist)"
+            return 1, f"zkpy: running but not serving requests on {where} (no quorum?)"
+        return 0, f"zkpy: running on {where} (srvr is not in 4lw.commands.whitelist)"
     return 0, f"Mode: {mode}"
 
 
