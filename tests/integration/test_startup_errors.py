@@ -10,6 +10,7 @@ should be (ENOTDIR). As a non-root user, a chmod 0o555 directory is refused the 
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import socket
@@ -157,8 +158,41 @@ def test_port_in_use(tmp_path: Path) -> None:
         port = taken.getsockname()[1]
         result = run(["--port", str(port), "--data-dir", str(data)], tmp_path)
     assert result.returncode == 1
-    assert one_line(result) == f"zkpy: cannot serve on 127.0.0.1:{port}: Address already in use (EADDRINUSE)"
+    assert one_line(result) == f"zkpy: cannot serve the client port on 127.0.0.1:{port}: Address already in use (EADDRINUSE)"
     assert not data.exists()  # found before recovery writes the initial snapshot
+
+
+def test_election_port_in_use_is_named(tmp_path: Path) -> None:
+    """The election port taken, the client port free: the line names the election port (it once
+    named the client port, free, with the election port's error)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "myid").write_text("1\n", encoding="utf-8")
+    client, quorum, other = free_port(), free_port(), free_port()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        election = taken.getsockname()[1]
+        cfg = tmp_path / "zoo.cfg"
+        cfg.write_text(f"dataDir={data}\nclientPort={client}\nclientPortAddress=127.0.0.1\ntickTime=500\n"
+                       f"initLimit=5\nsyncLimit=2\nadmin.enableServer=false\n"
+                       f"server.1=127.0.0.1:{quorum}:{election}\nserver.2=127.0.0.1:{other}:{other + 1}\n",
+                       encoding="utf-8")
+        result = subprocess.run([sys.executable, "-m", "zkpy.cli.main", "server", str(cfg)], cwd=tmp_path,
+                                capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert one_line(result) == (f"zkpy: cannot serve the election port of server.1 on 127.0.0.1:{election}: "
+                                "Address already in use (EADDRINUSE)")
+    assert not_listening(client)
+    assert not (data / "version-2").exists()  # found before recovery writes the initial snapshot
+
+
+def test_a_port_taken_after_the_checks_is_named_by_the_listener() -> None:
+    from zkpy.runtime.listen_error import ListenError
+
+    exc = ListenError("the election port of server.3", "198.18.0.3", 3888, OSError(errno.EADDRINUSE, "in use"))
+    assert str(exc) == "cannot serve the election port of server.3 on 198.18.0.3:3888: Address already in use (EADDRINUSE)"
+    assert isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE
 
 
 def test_serving_line_names_absolute_data_dir_and_port(tmp_path: Path) -> None:

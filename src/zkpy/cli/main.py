@@ -193,11 +193,27 @@ def _preflight(config: ServerConfig) -> None:
         if problem is not None:
             click.echo(f"zkpy: {problem}", err=True)
             sys.exit(EXIT_BAD_DATA_DIR)
-    if config.client_port_enabled:
-        problem = port_problem(config.client_port_address, config.client_port)
+    for host, port, what in _listeners(config):
+        problem = port_problem(host, port, what)
         if problem is not None:
             click.echo(f"zkpy: {problem}", err=True)
             sys.exit(EXIT_PORT)
+
+
+def _listeners(config: ServerConfig) -> list[tuple[str, int, str]]:
+    """The ports the server binds as it starts, each named as its start-up error names it (the
+    quorum port is bound only while leading, as ZooKeeper binds it)."""
+    ports = []
+    if config.client_port_enabled:
+        ports.append((config.client_port_address, config.client_port, "the client port"))
+    if config.secure_client_port is not None:
+        ports.append((config.secure_client_port_address or config.client_port_address, config.secure_client_port,
+                      "the secure client port"))
+    quorum = config.quorum
+    me = quorum.me if quorum is not None and quorum.is_ensemble else None
+    if quorum is not None and me is not None:
+        ports.append((quorum.listen_host(), me.election_port, f"the election port of server.{me.sid}"))
+    return ports
 
 
 def _config(zoo_cfg: str | None, flags: dict[str, object], quiet: bool = False) -> ServerConfig:
@@ -339,14 +355,15 @@ def _run(config: ServerConfig, faults: FaultPlan | None = None) -> None:
         click.echo(f"zkpy: refusing to start: {exc}", err=True)
         sys.exit(EXIT_BAD_DATA_DIR)
     except OSError as exc:
+        from zkpy.runtime.listen_error import ListenError
         from zkpy.runtime.osdisk import describe_error
 
         if exc.filename:  # a data dir or file problem found late: its path and errno
             click.echo(f"zkpy: stopped: {describe_error(exc)}", err=True)
             sys.exit(EXIT_DISK_FAILURE)
-        # e.g. the client port is taken: one clear line, not a traceback
-        click.echo(f"zkpy: cannot serve on {config.client_port_address}:{config.client_port}: "
-                   f"{describe_error(exc)}", err=True)
+        # a port taken after the checks (ListenError names which): one clear line, not a traceback
+        click.echo(f"zkpy: {exc}" if isinstance(exc, ListenError) else f"zkpy: cannot serve: {describe_error(exc)}",
+                   err=True)
         sys.exit(EXIT_PORT)
 
 

@@ -85,21 +85,22 @@ def data_dir_problem(key: str, path: str) -> str | None:
     return None
 
 
-def port_problem(host: str, port: int) -> str | None:
-    """Bind ``host:port`` as the listener would (SO_REUSEADDR) and let go: the one-line problem, or None."""
+def port_problem(host: str, port: int, what: str = "the client port") -> str | None:
+    """Bind ``host:port`` as the listener would (SO_REUSEADDR) and let go: the one-line problem
+    naming ``what`` port it is, or None."""
     if port == 0:
         return None
     try:
         infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
-        return f"cannot serve on {host}:{port}: {exc.strerror or exc}"
+        return f"cannot serve {what} on {host}:{port}: {exc.strerror or exc}"
     for family, kind, proto, _, address in infos:
         sock = socket.socket(family, kind, proto)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind(address)
         except OSError as exc:
-            return f"cannot serve on {host}:{port}: {_errno_text(exc.errno) if exc.errno else exc}"
+            return f"cannot serve {what} on {host}:{port}: {_errno_text(exc.errno) if exc.errno else exc}"
         finally:
             sock.close()
     return None

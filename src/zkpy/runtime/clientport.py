@@ -37,6 +37,7 @@ from zkpy.admin.view import ServerView
 from zkpy.config import ServerConfig
 from zkpy.ratelimit import LogLimiter
 from zkpy.runtime.clock import now_ms, wall_ms
+from zkpy.runtime.listen_error import ListenError
 from zkpy.runtime.tlsconn import TlsConnection, looks_like_tls
 from zkpy.server.connection import (
     MAX_OUTSTANDING,
@@ -418,9 +419,12 @@ class ClientPort:
 
     async def _bind(self, address: str, port: int, secure: bool, start_serving: bool) -> asyncio.base_events.Server:
         loop = asyncio.get_running_loop()
-        return await loop.create_server(lambda: ClientProtocol(self, secure=secure), address, port,
-                                        reuse_address=True, reuse_port=self.reuse_port or None,
-                                        backlog=self.listen_backlog, start_serving=start_serving)
+        try:
+            return await loop.create_server(lambda: ClientProtocol(self, secure=secure), address, port,
+                                            reuse_address=True, reuse_port=self.reuse_port or None,
+                                            backlog=self.listen_backlog, start_serving=start_serving)
+        except OSError as exc:
+            raise ListenError("the secure client port" if secure else "the client port", address, port, exc) from exc
 
     @property
     def secure_port(self) -> int | None:

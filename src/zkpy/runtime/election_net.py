@@ -54,6 +54,7 @@ from zkpy.quorum.election import Decision, Election, ElectionError, LearnerType
 from zkpy.quorum.verifier import address_string, config_string, quorum_verifier
 from zkpy.ratelimit import LogLimiter
 from zkpy.runtime.clock import now_ms
+from zkpy.runtime.listen_error import ListenError
 from zkpy.runtime.quorum_auth import QuorumAuthError, authenticate_to, check_peer
 from zkpy.wire.quorum import (
     PROTOCOL_VERSION_V1,
@@ -154,9 +155,13 @@ class ElectionService:
         """Listen on my election address (``QuorumConfig.listen_host``) and dial the voters
         with smaller sids: those links I keep. Larger sids dial me (3.8 itself dials only on demand)."""
         host = self._quorum.listen_host()
-        self._server = await asyncio.start_server(self._accept, host, self._me.election_port, reuse_address=True,
-                                                  ssl=self._tls.server if self._tls else None,
-                                                  ssl_handshake_timeout=self._cnx_timeout_s if self._tls else None)
+        try:
+            self._server = await asyncio.start_server(
+                self._accept, host, self._me.election_port, reuse_address=True,
+                ssl=self._tls.server if self._tls else None,
+                ssl_handshake_timeout=self._cnx_timeout_s if self._tls else None)
+        except OSError as exc:
+            raise ListenError(f"the election port of server.{self.sid}", host, self._me.election_port, exc) from exc
         log.info("%d is accepting election connections on %s:%d", self.sid, host, self._me.election_port)
         self._spawn(self._tick_loop())
         for sid in sorted(self._election.voters):

@@ -51,7 +51,10 @@ def test_port_in_use() -> None:
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        assert port_problem("127.0.0.1", port) == f"cannot serve on 127.0.0.1:{port}: Address already in use (EADDRINUSE)"
+        assert port_problem("127.0.0.1", port) == (f"cannot serve the client port on 127.0.0.1:{port}: "
+                                                   "Address already in use (EADDRINUSE)")
+        assert port_problem("127.0.0.1", port, "the election port of server.2").startswith(
+            f"cannot serve the election port of server.2 on 127.0.0.1:{port}: ")
     assert port_problem("127.0.0.1", port) is None
     assert port_problem("127.0.0.1", 0) is None
 
