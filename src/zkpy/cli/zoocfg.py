@@ -21,6 +21,7 @@ working directory.
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import logging
 import os
@@ -32,8 +33,9 @@ from typing import Any
 from zkpy.cli.jaas import read_sasl_section
 from zkpy.cli.jvmflags import SOURCE as FLAG_SOURCE
 from zkpy.cli.jvmflags import FlagSettings
+from zkpy.cli.properties import PropertiesError, parse_properties
 from zkpy.cli.security_keys import SSL_KEYS_WITHOUT_EFFECT, is_security_key, security_config
-from zkpy.cli.zoocfg_keys import KEYS, Treatment, refuses, rule_for
+from zkpy.cli.zoocfg_keys import ALL_KEYS, KEYS, Treatment, refuses, rule_for
 from zkpy.config import LearnerType, QuorumConfig, QuorumServer, ServerConfig
 from zkpy.ids import ServerId
 from zkpy.quorum.dynconfig import endpoint_clash, parse_server, server_id
@@ -71,22 +73,6 @@ _FOUR_LETTER = {"ruok", "srvr", "stat", "mntr", "conf", "cons", "crst", "srst", 
                 "wchp", "dump", "dirs", "isro", "gtmk", "stmk", "*"}
 
 
-def parse_properties(text: str) -> dict[str, str]:
-    """Java .properties lines: ``key=value`` or ``key: value``; ``#`` and ``!`` start comments."""
-    out: dict[str, str] = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        for i, ch in enumerate(line):
-            if ch in "=:":
-                out[line[:i].strip()] = line[i + 1 :].strip()
-                break
-        else:
-            out[line] = ""
-    return out
-
-
 def read_myid_file(path: str) -> str | None:
     """The text of a myid file, or ``None`` when it is not a file (ZooKeeper's test too)."""
     if not os.path.isfile(path):
@@ -105,6 +91,10 @@ def load_zoo_cfg(path: str, read_myid: MyidReader = read_myid_file, jaas_path: s
             props = parse_properties(f.read())
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except PropertiesError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
     config = config_from_properties(props, path, read_myid, jaas_path, loopback_note=loopback_note, flags=flags)
     if "dynamicConfigFile" in props and os.path.exists(path + NEXT_DYNAMIC_SUFFIX):
         _warner(path)(path + NEXT_DYNAMIC_SUFFIX, "it holds the configuration of a reconfig in progress; zkpy does "
@@ -332,12 +322,17 @@ def _warner(source: str, from_flags: Mapping[str, str] | None = None) -> Callabl
     return warn
 
 
+_SUGGESTED = [name for name in ALL_KEYS if not name.endswith((".N", ".*"))]  # "did you mean", for unknown keys
+
+
 def _check_rule(source: str, key: str, value: str, warn: Callable[[str, str], None]) -> None:
     """A key zoocfg does not read: refused, accepted with one WARN, or (asking for what zkpy does
     anyway) accepted silently, as ``zoocfg_keys`` says; a key in no row is accepted with a WARN."""
     found = rule_for(key)
     if found is None:
-        warn(key, f"zkpy does not know it (ZooKeeper 3.8 would set the system property zookeeper.{key})")
+        close = difflib.get_close_matches(key, _SUGGESTED, n=1, cutoff=0.8)
+        guess = f"did you mean {close[0]}? " if close else ""
+        warn(key, f"{guess}zkpy does not know it (ZooKeeper 3.8 would set the system property zookeeper.{key})")
         return
     name, rule = found
     if rule.treatment is Treatment.REFUSED:
@@ -441,6 +436,8 @@ def _read_dynamic(source: str, path: str, read_file: Callable[[str], str]) -> tu
         props = parse_properties(read_file(full))
     except OSError as exc:
         raise ConfigError(f"{source}: dynamicConfigFile={path}: cannot read {full}: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, PropertiesError) as exc:
+        raise ConfigError(f"{source}: dynamicConfigFile={path}: {full}: {exc}") from None
     for key in props:
         if key == "version":
             raise ConfigError(f"{full}: version must not be in the dynamic config file: ZooKeeper takes it from "

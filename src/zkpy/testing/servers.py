@@ -199,9 +199,10 @@ def _wait_ready(server: ServerProcess, deadline_s: float) -> None:
     raise RuntimeError(f"{server.kind} server did not answer ruok within {deadline_s}s:\n{server.log()[-4000:]}")
 
 
-def _write_cfg(workdir: str, port: int, settings: Mapping[str, str | None]) -> str:
+def _write_cfg(workdir: str, port: int, settings: Mapping[str, str | None], extra_lines: str = "") -> str:
     """zoo.cfg with the test defaults and ``settings`` on top; a value of ``None`` removes a
-    default key (e.g. ``{"4lw.commands.whitelist": None}`` for the server's own default)."""
+    default key (e.g. ``{"4lw.commands.whitelist": None}`` for the server's own default);
+    ``extra_lines`` are appended as they are (any Java properties syntax: ``key value``)."""
     cfg = {
         "tickTime": "2000",
         "dataDir": os.path.join(workdir, "data"),
@@ -219,13 +220,16 @@ def _write_cfg(workdir: str, port: int, settings: Mapping[str, str | None]) -> s
     with open(path, "w", encoding="utf-8") as f:
         for k, v in cfg.items():
             f.write(f"{k}={v}\n")
+        if extra_lines:
+            f.write(extra_lines.rstrip("\n") + "\n")
     return path
 
 
 def start_zkpy(settings: Mapping[str, str | None] | None = None, ready_s: float = 20.0, *,
                workdir: str | None = None, port: int | None = None, args: Sequence[str] = (),
-               wait: bool = True) -> ServerProcess:
-    """A zkpy server from a zoo.cfg with ``settings`` on top of test defaults.
+               wait: bool = True, extra_lines: str = "") -> ServerProcess:
+    """A zkpy server from a zoo.cfg with ``settings`` on top of test defaults (and ``extra_lines``
+    appended as they are).
 
     Pass ``workdir`` and ``port`` of an earlier server to restart it on the same data dir;
     ``args`` go to ``zkpy server`` (e.g. ``--fault lose-unsynced``); the log is appended to."""
@@ -234,7 +238,7 @@ def start_zkpy(settings: Mapping[str, str | None] | None = None, ready_s: float 
     settings.setdefault("admin.enableServer", "false")  # tests never contend for port 8080: pass one to enable
     workdir = workdir or tempfile.mkdtemp(prefix="zkpy-test-")
     port = port or free_port()
-    cfg = _write_cfg(workdir, port, settings)
+    cfg = _write_cfg(workdir, port, settings, extra_lines)
     log_path = os.path.join(workdir, "server.log")
     with open(log_path, "ab") as log:
         proc = subprocess.Popen([sys.executable, "-m", "zkpy.cli.main", "server", cfg, *args],
@@ -262,8 +266,9 @@ def wait_workers(server: ServerProcess, count: int, deadline_s: float) -> None:
 
 def start_apache(settings: Mapping[str, str | None] | None = None, ready_s: float = 60.0,
                  jvm_props: dict[str, str] | None = None, *, workdir: str | None = None,
-                 port: int | None = None) -> ServerProcess:
-    """An Apache ZooKeeper 3.8 standalone server (Debian's package), TTL nodes enabled.
+                 port: int | None = None, extra_lines: str = "") -> ServerProcess:
+    """An Apache ZooKeeper 3.8 standalone server (Debian's package), TTL nodes enabled; zoo.cfg as
+    ``start_zkpy`` writes it.
 
     ``jvm_props`` become ``-Dkey=value`` system properties. ``jute.maxbuffer`` in ``settings``
     is passed as the system property too: ZooKeeper reads it from there, not from zoo.cfg.
@@ -276,7 +281,7 @@ def start_apache(settings: Mapping[str, str | None] | None = None, ready_s: floa
     settings.setdefault("admin.enableServer", "false")
     workdir = workdir or tempfile.mkdtemp(prefix="zk-apache-test-")
     port = port or free_port()
-    cfg = _write_cfg(workdir, port, settings)
+    cfg = _write_cfg(workdir, port, settings, extra_lines)
     log_path = os.path.join(workdir, "server.log")
     cmd = ["java", "-Xmx512m", *_APACHE_LOGGING, f"-Dzookeeper.extendedTypesEnabled={extended}",
            "-Dzookeeper.admin.enableServer=false", *(f"-D{k}={v}" for k, v in props.items()),

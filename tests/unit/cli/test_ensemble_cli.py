@@ -27,7 +27,8 @@ from zkpy.cli.ensemble import (
     status_from_answers,
 )
 from zkpy.cli.main import main
-from zkpy.cli.zoocfg import config_from_properties, parse_properties
+from zkpy.cli.properties import parse_properties
+from zkpy.cli.zoocfg import config_from_properties
 from zkpy.config import LearnerType
 
 ROOT = "/srv/ens"

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from zkpy.cli.properties import parse_properties
 from zkpy.cli.security_keys import SSL_KEYS_WITHOUT_EFFECT, is_security_key
-from zkpy.cli.zoocfg import ConfigError, MyidReader, config_from_properties, load_zoo_cfg, parse_properties
+from zkpy.cli.zoocfg import ConfigError, MyidReader, config_from_properties, load_zoo_cfg
 from zkpy.cli.zoocfg_keys import (
     ALL_KEYS,
     ALSO,
@@ -482,3 +483,16 @@ def test_server_workers_counts_serving_processes() -> None:
             parse({"dataDir": "/data", "serverWorkers": bad})
     # an ensemble member keeps it: it serves from that many processes while it leads (runtime.leader_term)
     assert parse({**THREE, "serverWorkers": "2"}, myid("1")).server_workers == 2
+
+
+@pytest.mark.parametrize(("key", "guess"), [("clientPrt", "clientPort"), ("tickTme", "tickTime"),
+                                            ("datadir", "dataDir"), ("maxClientCnxn", "maxClientCnxns"),
+                                            ("fooBar", None), ("quux", None)])
+def test_an_unknown_key_close_to_a_known_one_gets_did_you_mean(key: str, guess: str | None,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="zkpy.config"):
+        parse({key: "1"})
+    [line] = warn_lines_naming(caplog, key)
+    hint = f"did you mean {guess}? " if guess else ""
+    assert line == (f"{SOURCE}: {key} has no effect in zkpy: {hint}zkpy does not know it "
+                    f"(ZooKeeper 3.8 would set the system property zookeeper.{key})")
