@@ -124,3 +124,23 @@ def test_debug_shows_the_request_path_and_session_decisions() -> None:
     assert "DEBUG zkpy.server: connection" in log
     assert f"session 0x{client.session_id:x}, timeout" in log and "negotiated" in log
     assert " closed" in log
+
+
+def test_a_config_warning_is_printed_once_by_start_and_not_by_status_or_stop(tmp_path: Path) -> None:
+    cfg = tmp_path / "zoo.cfg"
+    cfg.write_text(f"dataDir={tmp_path}/data\nclientPort={free_port()}\ntickTime=500\nadmin.enableServer=false\n",
+                   encoding="utf-8")  # no clientPortAddress: the loopback WARN
+    note = "clientPortAddress is not set"
+    started = zkpy(["start", str(cfg)], tmp_path)
+    pid = int((tmp_path / "data" / PID_FILE).read_text().strip())
+    try:
+        assert started.returncode == 0, started.stderr
+        assert started.stderr.count(note) == 1, started.stderr
+        status = zkpy(["status", str(cfg)], tmp_path)
+        assert status.returncode == 0 and note not in status.stderr, status.stderr
+        stopped = zkpy(["stop", str(cfg)], tmp_path)
+        assert stopped.returncode == 0 and note not in stopped.stderr, stopped.stderr
+    finally:
+        if alive(pid):
+            os.kill(pid, 15)
+            wait_gone(pid)

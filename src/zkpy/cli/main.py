@@ -128,7 +128,7 @@ def server(args: tuple[str, ...], log_levels: tuple[str, ...], log_dir: str | No
             sys.exit(EXIT_CONFIG)
     else:
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    config = _config(zoo_cfg, flags, quiet=action is not None)
+    config = _config(zoo_cfg, flags)
     if action is not None:
         from zkpy.cli.service import ServiceError, alive, pid_path, read_pid, start, stop
 
@@ -217,7 +217,20 @@ def _listeners(config: ServerConfig) -> list[tuple[str, int, str]]:
 
 
 def _config(zoo_cfg: str | None, flags: dict[str, object], quiet: bool = False) -> ServerConfig:
-    """The configuration from ZOO_CFG and the flags (flags win), checked; exits 2 with one line if bad."""
+    """The configuration from ZOO_CFG and the flags (flags win), checked; exits 2 with one line if
+    bad. ``quiet`` (status, stop): without the WARNs about the config, which the server logged
+    when it started."""
+    config_log = logging.getLogger("zkpy.config")
+    level = config_log.level
+    if quiet:
+        config_log.setLevel(logging.ERROR)
+    try:
+        return _checked_config(zoo_cfg, flags)
+    finally:
+        config_log.setLevel(level)
+
+
+def _checked_config(zoo_cfg: str | None, flags: dict[str, object]) -> ServerConfig:
     from zkpy.cli.preflight import flag_problem
 
     problem = flag_problem(flags)
@@ -234,7 +247,7 @@ def _config(zoo_cfg: str | None, flags: dict[str, object], quiet: bool = False) 
             logging.getLogger("zkpy.config").warning(
                 "SERVER_JVMFLAGS/JVMFLAGS: %s: read with a zoo.cfg only (zkpy server ZOO_CFG), as ZooKeeper runs "
                 "with one", ", ".join(f"-D{flag}" for flag in given.values()))
-        if not zoo_cfg and not address_flag and not quiet:
+        if not zoo_cfg and not address_flag:
             logging.getLogger("zkpy.config").warning(
                 "no clientPortAddress (or --address): zkpy listens on 127.0.0.1 only; set clientPortAddress "
                 "in zoo.cfg (or --address 0.0.0.0) for remote clients")
