@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from zkpy.client.sync import Client
-from zkpy.testing.servers import ServerProcess, start_zkpy
+from zkpy.testing.servers import ServerProcess, free_port, start_zkpy
 from zkpy.wire.proto import ACL, Id
 
 ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b[=>]")
@@ -135,6 +135,28 @@ def test_interactive_close_connect_and_end_of_input(terminal: Terminal, zkpy_ser
     t.expect("(CONNECTED) 4]")  # keys typed before the prompt reads them go to the tty's line editor
     t.send("\x04")  # Ctrl-D on an empty line ends the shell
     assert t.proc.wait(15) == 0
+
+
+def test_interactive_prompts_at_once_and_connects_when_the_server_comes(tmp_path: Path) -> None:
+    """As zkCli: against a server that is down the prompt comes at once (CONNECTING) and the
+    client keeps trying; once the server starts, the session is established and commands run."""
+    port = free_port()
+    term = Terminal([*SHELL, f"127.0.0.1:{port}"], tmp_path)
+    server = None
+    try:
+        term.expect("(CONNECTING) 0]", timeout=10)
+        term.send("version\r")
+        term.expect("ZooKeeper CLI version: 3.8.5-zkpy-")
+        server = start_zkpy(port=port)
+        term.expect("WatchedEvent state:SyncConnected type:None path:null", timeout=30)
+        term.send("ls /zookeeper\r")
+        term.expect("[config, quota]")
+        term.send("\x04")
+        assert term.proc.wait(15) == 0
+    finally:
+        term.close()
+        if server is not None:
+            server.cleanup()
 
 
 def run(args: list[str], stdin: str = "") -> subprocess.CompletedProcess[str]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random
 import re
 import ssl
@@ -592,6 +593,9 @@ class AsyncClient:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 raise ConnectionLoss("not connected")
+            if math.isinf(remaining):  # start_async(None): until connected or closed
+                await w
+                continue
             try:
                 await asyncio.wait_for(w, remaining)
             except TimeoutError:

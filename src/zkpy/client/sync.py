@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import math
 import queue
 import threading
 import warnings
@@ -439,12 +440,12 @@ class Client:
             log.warning("%s", warning)
             warnings.warn(warning, UserWarning, stacklevel=2)
 
-    def start_async(self, timeout: float = 15.0) -> threading.Event:
+    def start_async(self, timeout: float | None = 15.0) -> threading.Event:
         """Start connecting and return at once (kazoo's ``start_async``): the Event is set once
         the session is established; if it is not within ``timeout``, it stays unset and the
-        client stops trying (kazoo's keeps trying until `stop`)."""
+        client stops trying. ``None``: it keeps trying until `stop`, as kazoo's does."""
         connected = threading.Event()
-        future = self._run_async(self._async._start, timeout)
+        future = self._run_async(self._async._start, math.inf if timeout is None else timeout)
 
         def done(f: concurrent.futures.Future[str | None]) -> None:
             if f.exception() is None:

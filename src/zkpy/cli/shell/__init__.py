@@ -4,7 +4,9 @@
 (``quota`` the quota commands), ``output`` prints text or JSON, ``repl`` is the interactive
 prompt_toolkit front end. This module is the click command:
 
-- interactive when stdin is a terminal (completion, history, watch events as they arrive);
+- interactive when stdin is a terminal (completion, history, watch events as they arrive): the
+  prompt comes at once and the client keeps trying to connect until a server accepts the
+  session, as zkCli's does;
 - ``-c CMD`` (repeatable) runs those commands and prints their output only (no connection
   events), a non-terminal stdin runs its lines as a script (with zkCli's output, events included);
   exit status 0 when every command succeeded, 1 when one failed (the rest still run), 2 when
@@ -69,6 +71,7 @@ def shell(connect_string: str | None, server: str | None, read_only: bool, comma
     sh = Shell(connect_string, output, session_timeout=session_timeout, connect_timeout=connect_timeout,
                read_only=read_only)
     interactive = not commands and sys.stdin.isatty() and not json_mode
+    sh.keep_trying = interactive  # zkCli prompts at once and keeps reconnecting; a script needs the session first
     if not json_mode and not commands:
         output.line(f"Connecting to {connect_string}")
     try:

@@ -63,6 +63,7 @@ class Shell:
         self.output = output
         self.session_timeout = session_timeout
         self.connect_timeout = connect_timeout
+        self.keep_trying = False  # connect() returns at once and the client keeps trying (interactive)
         self.client: Client | None = None
         self.history: list[str] = []
         self._watcher: Any = None
@@ -81,7 +82,9 @@ class Shell:
 
     def connect(self, hosts: str | None = None) -> None:
         """Close the current session (a Closed event) and open one to ``hosts``; CommandFailed
-        when the connect string is bad or no server accepts a session in time."""
+        when the connect string is bad or no server accepts a session in time. With
+        ``keep_trying`` (the interactive shell, as zkCli) it returns at once and the client keeps
+        trying until a server accepts the session or the shell closes it."""
         if hosts is not None:
             self.hosts = hosts
         self.close_session()
@@ -98,6 +101,9 @@ class Shell:
 
         client.add_listener(lambda state: client.dispatch(on_state, state))
         self.client = client
+        if self.keep_trying:
+            client.start_async(timeout=None)
+            return
         try:
             client.start(timeout=self.connect_timeout)
         except ZookeeperError as exc:
@@ -202,13 +208,10 @@ class Shell:
         return path
 
     def _version(self, p: P.Parsed) -> dict[str, str]:
-        from importlib.metadata import PackageNotFoundError, version
+        from zkpy.admin.fourletter import full_version
 
-        try:
-            v = version("zkpy")
-        except PackageNotFoundError:
-            v = "unknown"
-        self.output.line(f"ZooKeeper CLI version: zkpy {v}")
+        v = full_version().split(",", 1)[0]  # the server's, without the build date
+        self.output.line(f"ZooKeeper CLI version: {v}")
         return {"version": v}
 
     @staticmethod
