@@ -65,6 +65,7 @@ def test_the_quick_start_starts_an_ensemble_and_shows_its_health_metrics_and_lea
         leader = next(a for a in answers if a.get("command") in ("leader", "is_leader"))
         assert isinstance(leader["is_leader"], bool) and leader["leader_id"] in (1, 2, 3)
         assert re.search(rf"127\.0\.0\.1:{ports[2181 + leader['leader_id'] - 1]}\s+leader\b", out), out
+        assert "sid and sessions: '-' where conf and mntr are not in 4lw.commands.whitelist" in out, out
         assert re.search(r"^znode_count \d", out, re.M), out
     finally:
         for i in (1, 2, 3):

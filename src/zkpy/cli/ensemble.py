@@ -319,6 +319,7 @@ class MemberStatus:
     connections: int | None = None
     znodes: int | None = None
     sessions: int | None = None  # mntr's zk_global_sessions, when mntr is whitelisted
+    refused: tuple[str, ...] = ()  # the words it did not answer: not in its 4lw.commands.whitelist
 
     @property
     def serving(self) -> bool:
@@ -372,8 +373,22 @@ def status_from_answers(address: str, sid: int | None, srvr: str | None, conf: s
         return MemberStatus(address, sid, NOT_SERVING)
     zxid_text = fields.get("Zxid")
     zxid = _int_or_none(zxid_text[2:] if zxid_text and zxid_text.startswith("0x") else zxid_text, 16)
+    refused = tuple(word for word, answer in (("conf", conf), ("mntr", mntr))
+                    if answer is not None and "is not in the whitelist" in answer)
     return MemberStatus(address, sid, mode, zxid, _int_or_none(fields.get("Connections")),
-                        _int_or_none(fields.get("Node count")), _sessions(mntr))
+                        _int_or_none(fields.get("Node count")), _sessions(mntr), refused)
+
+
+def whitelist_note(rows: Sequence[MemberStatus]) -> str | None:
+    """Why a sid or sessions cell is "-" on a member that serves: the line that says which words
+    its 4lw.commands.whitelist lacks (ZooKeeper 3.8's default allows srvr alone)."""
+    refused = sorted({word for r in rows for word in r.refused})
+    if not refused:
+        return None
+    shows = {"conf": "sid", "mntr": "sessions"}
+    return (f"{' and '.join(shows[w] for w in refused)}: '-' where {' and '.join(refused)} "
+            f"{'is' if len(refused) == 1 else 'are'} not in 4lw.commands.whitelist "
+            f"(add {','.join(refused)} to it to see them)")
 
 
 def has_quorum(rows: Sequence[MemberStatus], observers: Iterable[str] = ()) -> tuple[bool, str]:
@@ -670,5 +685,8 @@ def status(directory: str | None, hosts: str | None, timeout: float) -> None:
     rows = query_all(targets, timeout)
     ok, summary = has_quorum(rows, observers)
     click.echo(render_status(rows), nl=False)
+    note = whitelist_note(rows)
+    if note is not None:
+        click.echo(note)
     click.echo(summary)
     sys.exit(0 if ok else EXIT_NO_QUORUM)

@@ -25,6 +25,7 @@ from zkpy.cli.ensemble import (
     render_zoo_cfg,
     save_ensemble,
     status_from_answers,
+    whitelist_note,
 )
 from zkpy.cli.main import main
 from zkpy.cli.properties import parse_properties
@@ -229,6 +230,20 @@ def test_srvr_answers_become_rows() -> None:
     assert (not_serving.role, not_serving.zxid, not_serving.serving) == ("not serving", None, False)
     down = status_from_answers("h:1", 4, None)
     assert (down.role, down.epoch, down.serving) == ("down", None, False)
+
+
+def test_a_whitelist_without_conf_and_mntr_is_named_under_the_table() -> None:
+    """ZooKeeper 3.8's default whitelist (the operations guide's ensemble) allows srvr alone:
+    the sid and sessions cells are "-", and a line says why and what to add."""
+    refused_mntr = "mntr is not executed because it is not in the whitelist.\n"
+    rows = [status_from_answers("h:1", None, SRVR_LEADER, CONF_REFUSED, refused_mntr),
+            status_from_answers("h:2", None, SRVR_FOLLOWER, CONF_REFUSED, refused_mntr)]
+    assert [(r.sid, r.sessions, r.refused) for r in rows] == [(None, None, ("conf", "mntr"))] * 2
+    assert whitelist_note(rows) == ("sid and sessions: '-' where conf and mntr are not in 4lw.commands.whitelist "
+                                    "(add conf,mntr to it to see them)")
+    assert whitelist_note([status_from_answers("h:1", 1, SRVR_LEADER, None, refused_mntr)]) == (
+        "sessions: '-' where mntr is not in 4lw.commands.whitelist (add mntr to it to see them)")
+    assert whitelist_note([status_from_answers("h:1", 1, SRVR_LEADER, None, "zk_global_sessions\t5\n")]) is None
 
 
 def test_status_table_is_aligned() -> None:
