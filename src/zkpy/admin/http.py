@@ -3,7 +3,9 @@
 ``GET <commandURL>`` lists the commands as links (as Jetty's CommandServlet does);
 ``GET <commandURL>/<name>`` answers the command's JSON (``commands.run_command``), always with
 status 200, an unknown name included (``{"command": name, "error": "Unknown command: name"}``);
-query parameters are the command's arguments (``set_trace_mask?traceMask=N``). Anything else is 404.
+query parameters are the command's arguments (``set_trace_mask?traceMask=N``). zkpy adds ``GET
+/live`` and ``GET /ready`` for httpGet probes (200, or 503 when not: ``admin.readiness``). Anything
+else is 404.
 
 The server is bound to ``admin.serverAddress`` (zkpy's default: 127.0.0.1, where ZooKeeper
 binds every address) and ``admin.serverPort``. With ``admin.forceHttps=true`` (ZooKeeper 3.9's key)
@@ -22,6 +24,8 @@ import ssl
 from typing import TYPE_CHECKING
 
 from .commands import PRIMARY_NAMES, run_command
+from .fourletter import answer as answer_four_letter_word
+from .readiness import READY, verdict
 from .view import ServerView
 
 if TYPE_CHECKING:  # aiohttp (0.2 s to import) and the TLS stores load only when the server starts
@@ -50,7 +54,16 @@ def make_app(server: ServerView) -> web.Application:
         name = request.match_info["name"]
         return _json(run_command(name, server, dict(request.query)))
 
+    async def probe(request: web.Request) -> web.Response:
+        """``/live`` and ``/ready`` for httpGet probes: 200 when so, 503 when not (zkpy's own
+        paths, beside ZooKeeper's commands; ``admin.readiness``)."""
+        kind = request.path.rsplit("/", 1)[1]
+        code, line = verdict(kind, answer_four_letter_word("srvr", server))
+        return web.Response(text=line + "\n", status=200 if code == READY else 503)
+
     app = web.Application()
+    app.router.add_get("/live", probe)
+    app.router.add_get("/ready", probe)
     app.router.add_get(base or "/", listing)
     if base:
         app.router.add_get(base + "/", listing)

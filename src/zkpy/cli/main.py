@@ -30,7 +30,8 @@ class _Commands(click.Group):
 
     LAZY = {"purge": ("zkpy.cli.storage_tools", "purge"), "logdump": ("zkpy.cli.storage_tools", "logdump"),
             "snapdump": ("zkpy.cli.storage_tools", "snapdump"), "export": ("zkpy.cli.export", "export_command"),
-            "import": ("zkpy.cli.export", "import_command"), "shell": ("zkpy.cli.shell", "shell")}
+            "import": ("zkpy.cli.export", "import_command"), "shell": ("zkpy.cli.shell", "shell"),
+            "probe": ("zkpy.cli.probe", "probe")}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.LAZY})
