@@ -82,11 +82,13 @@ def system_properties(environ: Mapping[str, str]) -> dict[str, str]:
     return found
 
 
-def as_zoo_cfg(properties: Mapping[str, str]) -> FlagSettings:
+def as_zoo_cfg(properties: Mapping[str, str], defaults: Mapping[str, str] | None = None) -> FlagSettings:
     """The properties ZooKeeper would read, as the zoo.cfg lines that mean the same. Properties of
     the JVM or of other software (``-Xmx``, ``-Dcom.sun.management...``) are not ZooKeeper's and
-    are left out; the JAAS file (``java.security.auth.login.config``) is read by ``security_keys``."""
-    under: dict[str, str] = {}
+    are left out; the JAAS file (``java.security.auth.login.config``) is read by ``security_keys``.
+    ``defaults`` (zoo.cfg lines) go under the file's lines and the flags alike (``--from-env``'s
+    addresses)."""
+    under: dict[str, str] = dict(defaults or {})
     over: dict[str, str] = {}
     without: list[str] = []
     for name, value in properties.items():

@@ -12,6 +12,7 @@ import os
 import platform
 import signal
 import sys
+from collections.abc import Mapping
 
 import click
 
@@ -97,11 +98,14 @@ ACTIONS = ("start", "stop", "status", "restart")
 @click.option("--log-format", default="text", show_default=True, help="text, or json (one object a line)")
 @click.option("--wait-s", type=float, default=30.0, show_default=True,
               help="start/stop: how long to wait for the server to answer / to end")
+@click.option("--from-env", "from_env", is_flag=True,
+              help="run as the official zookeeper image's entrypoint: zoo.cfg and myid from its ZOO_* "
+                   "variables where none is mounted; the ports on every address (in a container only)")
 @click.option("--fault", "faults", multiple=True, hidden=True,
               help="test-only disk fault: lose-unsynced, enospc-after=BYTES, eio-after=BYTES, eio-on-sync=N")
 def server(args: tuple[str, ...], log_levels: tuple[str, ...], log_dir: str | None, log_file: str | None,
            log_max_bytes: int | None, log_backups: int | None, log_format: str, wait_s: float,
-           faults: tuple[str, ...], **flags: object) -> None:
+           from_env: bool, faults: tuple[str, ...], **flags: object) -> None:
     """Run a server in the foreground, configured by ZOO_CFG and/or flags (flags win); or control
     one as a daemon with a pid file in its dataDir: start, stop, status, restart (as zkServer.sh)."""
     action = args[0] if args and args[0] in ACTIONS else None
@@ -110,6 +114,13 @@ def server(args: tuple[str, ...], log_levels: tuple[str, ...], log_dir: str | No
         click.echo(f"zkpy: server takes one ZOO_CFG, got {' '.join(rest)}", err=True)
         sys.exit(EXIT_CONFIG)
     zoo_cfg = rest[0] if rest else None
+    defaults: dict[str, str] = {}
+    if from_env:
+        if action is not None or zoo_cfg is not None:
+            click.echo("zkpy: --from-env runs the server in the foreground from ZOO_CONF_DIR/zoo.cfg: "
+                       "give no action and no ZOO_CFG", err=True)
+            sys.exit(EXIT_CONFIG)
+        zoo_cfg, defaults = _from_env()
     from zkpy.cli.logsetup import LogSetupError, configure, parse_settings
 
     try:
@@ -129,7 +140,7 @@ def server(args: tuple[str, ...], log_levels: tuple[str, ...], log_dir: str | No
             sys.exit(EXIT_CONFIG)
     else:
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    config = _config(zoo_cfg, flags)
+    config = _config(zoo_cfg, flags, defaults=defaults)
     if action is not None:
         from zkpy.cli.service import ServiceError, alive, pid_path, read_pid, start, stop
 
@@ -217,21 +228,39 @@ def _listeners(config: ServerConfig) -> list[tuple[str, int, str]]:
     return ports
 
 
-def _config(zoo_cfg: str | None, flags: dict[str, object], quiet: bool = False) -> ServerConfig:
+def _from_env() -> tuple[str, dict[str, str]]:
+    """``--from-env``: the official image's files written where absent (``cli.container``); the
+    zoo.cfg to run and the settings under its lines."""
+    from zkpy.cli.container import CONTAINER_ADDRESSES, prepare
+
+    try:
+        prepared = prepare(os.environ)
+    except OSError as exc:
+        from zkpy.runtime.osdisk import describe_error
+
+        click.echo(f"zkpy: --from-env: {describe_error(exc)}", err=True)
+        sys.exit(EXIT_BAD_DATA_DIR)
+    for path in prepared.wrote:
+        click.echo(f"zkpy: --from-env: wrote {path} from the ZOO_* variables", err=True)
+    return prepared.zoo_cfg, dict(CONTAINER_ADDRESSES)
+
+
+def _config(zoo_cfg: str | None, flags: dict[str, object], quiet: bool = False,
+            defaults: Mapping[str, str] | None = None) -> ServerConfig:
     """The configuration from ZOO_CFG and the flags (flags win), checked; exits 2 with one line if
     bad. ``quiet`` (status, stop): without the WARNs about the config, which the server logged
-    when it started."""
+    when it started. ``defaults``: zoo.cfg lines under the file's and the JVM flags' (--from-env)."""
     config_log = logging.getLogger("zkpy.config")
     level = config_log.level
     if quiet:
         config_log.setLevel(logging.ERROR)
     try:
-        return _checked_config(zoo_cfg, flags)
+        return _checked_config(zoo_cfg, flags, defaults or {})
     finally:
         config_log.setLevel(level)
 
 
-def _checked_config(zoo_cfg: str | None, flags: dict[str, object]) -> ServerConfig:
+def _checked_config(zoo_cfg: str | None, flags: dict[str, object], defaults: Mapping[str, str]) -> ServerConfig:
     from zkpy.cli.preflight import flag_problem
 
     problem = flag_problem(flags)
@@ -243,7 +272,7 @@ def _checked_config(zoo_cfg: str | None, flags: dict[str, object]) -> ServerConf
         jaas = properties.get(JAAS_KEY) or None
         address_flag = flags.get("client_port_address") is not None
         config = load_zoo_cfg(zoo_cfg, jaas_path=jaas, loopback_note=not address_flag,
-                              flags=as_zoo_cfg(properties)) if zoo_cfg else ServerConfig()
+                              flags=as_zoo_cfg(properties, defaults)) if zoo_cfg else ServerConfig()
         if not zoo_cfg and (given := as_zoo_cfg(properties).taken({})):
             logging.getLogger("zkpy.config").warning(
                 "SERVER_JVMFLAGS/JVMFLAGS: %s: read with a zoo.cfg only (zkpy server ZOO_CFG), as ZooKeeper runs "
