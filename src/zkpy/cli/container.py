@@ -9,6 +9,12 @@ without it), ``4lw.commands.whitelist`` from ``ZOO_4LW_COMMANDS_WHITELIST`` and 
 ``ZOO_CFG_EXTRA``; ``myid`` holds ``ZOO_MY_ID`` (1 without it). ``-D`` properties in
 ``JVMFLAGS``/``SERVER_JVMFLAGS`` are read as everywhere (``jvmflags``).
 
+In a Kubernetes StatefulSet two variables of zkpy's own stand for ``ZOO_MY_ID`` and
+``ZOO_SERVERS`` where those are unset: ``ZKPY_REPLICAS`` (the StatefulSet's size) and
+``ZKPY_PEER_SERVICE`` (its headless Service's domain, e.g. ``zkpy-hs``). The pod ``zkpy-2``
+then is myid 3, and the members are ``server.N=zkpy-(N-1).zkpy-hs:2888:3888;2181`` (the set's
+name and the ordinal read from ``HOSTNAME``), as the Kubernetes tutorial's script writes them.
+
 A container's network namespace is its boundary, so there, and only there, the client port, the
 AdminServer and /metrics listen on every address unless the configuration names one
 (``CONTAINER_ADDRESSES``, under zoo.cfg's own lines and the JVM flags).
@@ -42,6 +48,31 @@ CONTAINER_ADDRESSES = {"clientPortAddress": "0.0.0.0", "admin.serverAddress": "0
 
 def _var(environ: Mapping[str, str], name: str) -> str:
     return environ.get(name, IMAGE_DEFAULTS.get(name, ""))
+
+
+class ContainerError(ValueError):
+    """Variables that cannot make a configuration: the message names them."""
+
+
+def with_statefulset(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` with ``ZOO_MY_ID`` and ``ZOO_SERVERS`` made from ``ZKPY_REPLICAS``,
+    ``ZKPY_PEER_SERVICE`` and ``HOSTNAME`` where they are unset (see the module doc)."""
+    env = dict(environ)
+    replicas = env.get("ZKPY_REPLICAS")
+    if not replicas:
+        return env
+    service = env.get("ZKPY_PEER_SERVICE", "")
+    name, _, ordinal = env.get("HOSTNAME", "").rpartition("-")
+    if not replicas.isdigit() or int(replicas) < 1:
+        raise ContainerError(f"ZKPY_REPLICAS={replicas!r} is not a positive number")
+    if not name or not ordinal.isdigit():
+        raise ContainerError(f"HOSTNAME={env.get('HOSTNAME', '')!r} is not a StatefulSet pod's name (NAME-ORDINAL)")
+    if not service:
+        raise ContainerError("ZKPY_REPLICAS needs ZKPY_PEER_SERVICE, the headless Service's domain")
+    env.setdefault("ZOO_MY_ID", str(int(ordinal) + 1))
+    env.setdefault("ZOO_SERVERS", " ".join(f"server.{i + 1}={name}-{i}.{service}:2888:3888;2181"
+                                           for i in range(int(replicas))))
+    return env
 
 
 def zoo_cfg_text(environ: Mapping[str, str]) -> str:
@@ -78,7 +109,9 @@ class Prepared:
 
 def prepare(environ: Mapping[str, str]) -> Prepared:
     """Write zoo.cfg and myid where the official entrypoint would (and only where absent); the
-    data, log and conf directories are made if missing. OSError names the path that failed."""
+    data, log and conf directories are made if missing. OSError names the path that failed;
+    ContainerError, the variables."""
+    environ = with_statefulset(environ)
     conf_dir, data_dir = _var(environ, "ZOO_CONF_DIR"), _var(environ, "ZOO_DATA_DIR")
     cfg = os.path.join(conf_dir, "zoo.cfg")
     myid = os.path.join(data_dir, "myid")

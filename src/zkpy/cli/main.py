@@ -231,10 +231,13 @@ def _listeners(config: ServerConfig) -> list[tuple[str, int, str]]:
 def _from_env() -> tuple[str, dict[str, str]]:
     """``--from-env``: the official image's files written where absent (``cli.container``); the
     zoo.cfg to run and the settings under its lines."""
-    from zkpy.cli.container import CONTAINER_ADDRESSES, prepare
+    from zkpy.cli.container import CONTAINER_ADDRESSES, ContainerError, prepare
 
     try:
         prepared = prepare(os.environ)
+    except ContainerError as exc:
+        click.echo(f"zkpy: --from-env: {exc}", err=True)
+        sys.exit(EXIT_CONFIG)
     except OSError as exc:
         from zkpy.runtime.osdisk import describe_error
 

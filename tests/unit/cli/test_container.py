@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from zkpy.cli.container import CONTAINER_ADDRESSES, myid_text, prepare, zoo_cfg_text
+from zkpy.cli.container import (
+    CONTAINER_ADDRESSES,
+    ContainerError,
+    myid_text,
+    prepare,
+    with_statefulset,
+    zoo_cfg_text,
+)
 from zkpy.cli.jvmflags import as_zoo_cfg
 from zkpy.cli.zoocfg import load_zoo_cfg
 
@@ -58,3 +65,19 @@ def test_in_a_container_the_ports_listen_on_every_address_unless_configured(tmp_
                     {"zookeeper.admin.serverAddress": "10.1.2.4"})  # the JVM flags win over the container's too
     assert (named.client_port_address, named.admin_address, named.metrics_http_host) == (
         "10.1.2.3", "10.1.2.4", "10.1.2.5")
+
+
+def test_a_statefulset_pod_gets_its_myid_from_the_ordinal_and_the_members_from_the_set() -> None:
+    env = with_statefulset({"ZKPY_REPLICAS": "3", "ZKPY_PEER_SERVICE": "zkpy-hs", "HOSTNAME": "zkpy-2"})
+    assert myid_text(env) == "3\n"
+    assert env["ZOO_SERVERS"] == ("server.1=zkpy-0.zkpy-hs:2888:3888;2181 server.2=zkpy-1.zkpy-hs:2888:3888;2181 "
+                                  "server.3=zkpy-2.zkpy-hs:2888:3888;2181")
+    explicit = with_statefulset({"ZKPY_REPLICAS": "3", "ZKPY_PEER_SERVICE": "s", "HOSTNAME": "my-zk-0",
+                                 "ZOO_MY_ID": "7", "ZOO_SERVERS": "server.7=a:1:2"})
+    assert (explicit["ZOO_MY_ID"], explicit["ZOO_SERVERS"]) == ("7", "server.7=a:1:2")
+    assert with_statefulset({"HOSTNAME": "zkpy-0"}) == {"HOSTNAME": "zkpy-0"}  # not asked for: unchanged
+    for bad, why in (({"ZKPY_REPLICAS": "x", "ZKPY_PEER_SERVICE": "s", "HOSTNAME": "a-0"}, "ZKPY_REPLICAS"),
+                     ({"ZKPY_REPLICAS": "3", "ZKPY_PEER_SERVICE": "s", "HOSTNAME": "laptop"}, "HOSTNAME"),
+                     ({"ZKPY_REPLICAS": "3", "HOSTNAME": "a-0"}, "ZKPY_PEER_SERVICE")):
+        with pytest.raises(ContainerError, match=why):
+            with_statefulset(bad)
