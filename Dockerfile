@@ -19,11 +19,15 @@ RUN set -eux; \
     mkdir -p /conf /data /datalog /logs; \
     chown zookeeper:zookeeper /conf /data /datalog /logs
 
-COPY pyproject.toml README.md LICENSE /src/
-COPY src /src/src
+# with a wheels/ directory in the build context (pip wheel -w wheels .), nothing is downloaded
+COPY . /src/
 RUN set -eux; \
     python3 -m venv /opt/zkpy; \
-    /opt/zkpy/bin/pip install --no-cache-dir --no-compile /src; \
+    if [ -d /src/wheels ]; then \
+        /opt/zkpy/bin/pip install --no-cache-dir --no-compile --no-index --find-links /src/wheels zkpy-server; \
+    else \
+        /opt/zkpy/bin/pip install --no-cache-dir --no-compile /src; \
+    fi; \
     rm -rf /src
 
 USER 1000:1000
