@@ -144,3 +144,39 @@ def test_a_config_warning_is_printed_once_by_start_and_not_by_status_or_stop(tmp
         if alive(pid):
             os.kill(pid, 15)
             wait_gone(pid)
+
+
+def test_under_systemd_the_server_says_ready_once_it_listens(tmp_path: Path, zoo_cfg: Path) -> None:
+    """Type=notify: READY=1 and the serving line reach $NOTIFY_SOCKET once the client port listens;
+    `status` then answers from the port (a unit's server has no pid file)."""
+    import socket
+
+    path = tmp_path / "notify"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.bind(str(path))
+        sock.settimeout(30)
+        proc = subprocess.Popen([*ZKPY, str(zoo_cfg)], cwd=tmp_path, stderr=subprocess.DEVNULL,
+                                env={**os.environ, "NOTIFY_SOCKET": str(path)})
+        try:
+            message = sock.recv(4096).decode()
+            lines = message.splitlines()
+            assert lines[0] == "READY=1" and lines[1].startswith("STATUS=serving: dataDir "), message
+            status = zkpy(["status", str(zoo_cfg)], tmp_path)
+            assert (status.returncode, status.stdout.strip()) == (0, "Mode: standalone")
+        finally:
+            proc.terminate()
+            assert proc.wait(30) == 0
+
+
+def test_the_shipped_unit_runs_the_server_in_the_foreground_as_type_notify() -> None:
+    import configparser
+    import shlex
+
+    unit = configparser.ConfigParser(strict=False, interpolation=None)
+    unit.optionxform = str  # type: ignore[assignment,method-assign]
+    unit.read(Path(__file__).resolve().parents[2] / "deploy" / "systemd" / "zkpy.service")
+    service = unit["Service"]
+    assert service["Type"] == "notify" and service["NotifyAccess"] == "main"
+    command = shlex.split(service["ExecStart"])
+    assert command[0].endswith("/zkpy") and command[1] == "server" and command[2] not in ("start", "stop")
+    assert set(service["RestartPreventExitStatus"].split()) == {"1", "2", "4"}

@@ -172,6 +172,8 @@ def _server_argv(ctx: click.Context) -> list[str]:
             continue
         if param.is_flag and param.secondary_opts:
             argv.append(param.opts[0] if value else param.secondary_opts[0])
+        elif param.is_flag:
+            argv += [param.opts[0]] if value else []
         elif param.multiple:
             for v in value:
                 argv += [param.opts[0], str(v)]

@@ -30,6 +30,7 @@ from zkpy.member.datadir import recover_data_dir
 from zkpy.member.leading import LeadingCore
 from zkpy.member.peer import PeerCore
 from zkpy.quorum.verifier import config_string
+from zkpy.runtime import sdnotify
 from zkpy.runtime.banner import serving_line
 from zkpy.runtime.clientport import ClientPort, ServesClients
 from zkpy.runtime.clock import now_ms, wall_ms
@@ -161,7 +162,9 @@ class QuorumPeer(ServesClients):
         await self.admin.start()  # before the client port, as QuorumPeerMain; a port it cannot bind costs a log line
         await self.metrics_endpoint.start()  # likewise
         await self.clients.listen()
-        log.info("server %d: %s", self.sid, serving_line(self.config, self.port, self.admin.port))
+        line = serving_line(self.config, self.port, self.admin.port)
+        log.info("server %d: %s", self.sid, line)
+        sdnotify.ready(line)
         self._tick()
         stopping = asyncio.ensure_future(stop.wait())
         try:

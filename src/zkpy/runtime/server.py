@@ -24,6 +24,7 @@ from zkpy.admin.metrics_endpoint import MetricsEndpoint
 from zkpy.admin.view import Summary
 from zkpy.config import ServerConfig
 from zkpy.member.workers import WorkerHub
+from zkpy.runtime import sdnotify
 from zkpy.runtime.banner import serving_line
 from zkpy.runtime.clientport import ClientPort, ServesClients
 from zkpy.runtime.clock import now_ms, wall_ms
@@ -121,7 +122,9 @@ class ZkServer(ServesClients):
             secure = self.clients.secure_port if self.config.secure_client_port is not None else None
             self.workers.start(self.port, secure)
         log.info("binding to port %s:%d", self.config.client_port_address, self.port)
-        log.info("%s", serving_line(self.config, self.port, self.admin.port))
+        line = serving_line(self.config, self.port, self.admin.port)
+        log.info("%s", line)
+        sdnotify.ready(line)
         self._schedule_tick()
         if self.config.autopurge_purge_interval_h > 0:
             self._autopurge()
