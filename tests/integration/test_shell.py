@@ -151,6 +151,7 @@ def test_interactive_prompts_at_once_and_connects_when_the_server_comes(tmp_path
         term.expect("WatchedEvent state:SyncConnected type:None path:null", timeout=30)
         term.send("ls /zookeeper\r")
         term.expect("[config, quota]")
+        term.expect("(CONNECTED) 2]")  # keys typed before the prompt reads them go to the tty's line editor
         term.send("\x04")
         assert term.proc.wait(15) == 0
     finally:

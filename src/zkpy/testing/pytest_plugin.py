@@ -78,10 +78,11 @@ class ZkServer:
         return self.process.proc.poll() is None
 
     def mode(self) -> str | None:
-        """What ``srvr`` says: standalone, leader, follower, observer, read-only; None if it does not serve."""
+        """What ``srvr`` says: standalone, leader, follower, observer, read-only; None if it does not
+        serve (or does not answer within 5 s: a loaded CI machine can take more than one)."""
         from zkpy.testing.servers import server_mode
 
-        return server_mode(self.process)
+        return server_mode(self.process, timeout=5.0)
 
     def kill(self) -> None:
         """SIGKILL: a crash (nothing is flushed beyond what the server had synced)."""
