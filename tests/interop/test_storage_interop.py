@@ -489,7 +489,12 @@ def test_zkpy_serves_the_tree_apache_left(apache_written: Written, tmp_path: Pat
         try:
             assert_zkpy_loaded_cleanly(zkpy, races)
         except AssertionError as exc:  # issue 26: a mismatch once went unexplained; say what the files hold
-            raise AssertionError(f"{exc}\n{evidence}") from None
+            ours = zkpy_recovery(apache_written.workdir, tmp_path / "again")  # the server's replay path
+            end = ours.tree.last_processed_zxid
+            raise AssertionError(
+                f"{exc}\n{evidence}\nzkpy's recovery in process: mismatches at "
+                f"{[hex(z) for z in ours.digest_mismatches]}, digest {ours.tree.digest:#x} at 0x{end:x} "
+                f"(history {digest_at.get(end, 0):#x})") from None
     finally:
         zkpy.stop()
 
