@@ -82,6 +82,19 @@ def system_properties(environ: Mapping[str, str]) -> dict[str, str]:
     return found
 
 
+def others(environ: Mapping[str, str], also_read: frozenset[str] = frozenset()) -> list[str]:
+    """The words of the flag variables that are not a ZooKeeper property zkpy reads (``-Xmx1g``,
+    ``-XX:+UseG1GC``, ``-Dcom.sun.management.jmxremote``): the JVM's, or other software's, with no
+    effect in zkpy. ``also_read``: other property names read elsewhere (the JAAS file's)."""
+    found = []
+    for variable in FLAG_VARIABLES:
+        for word in environ.get(variable, "").split():
+            name = word[2:].split("=", 1)[0] if word.startswith("-D") else ""
+            if not (name.startswith(PREFIX) or name in UNPREFIXED or name in also_read):
+                found.append(word)
+    return found
+
+
 def as_zoo_cfg(properties: Mapping[str, str], defaults: Mapping[str, str] | None = None) -> FlagSettings:
     """The properties ZooKeeper would read, as the zoo.cfg lines that mean the same. Properties of
     the JVM or of other software (``-Xmx``, ``-Dcom.sun.management...``) are not ZooKeeper's and

@@ -19,6 +19,7 @@ import click
 from zkpy import __version__
 from zkpy.cli.ensemble import ensemble
 from zkpy.cli.jvmflags import as_zoo_cfg, system_properties
+from zkpy.cli.jvmflags import others as jvm_others
 from zkpy.cli.security_keys import JAAS_KEY
 from zkpy.cli.zoocfg import ConfigError, load_zoo_cfg
 from zkpy.config import ServerConfig
@@ -278,6 +279,9 @@ def _checked_config(zoo_cfg: str | None, flags: dict[str, object], defaults: Map
         address_flag = flags.get("client_port_address") is not None
         config = load_zoo_cfg(zoo_cfg, jaas_path=jaas, loopback_note=not address_flag,
                               flags=as_zoo_cfg(properties, defaults)) if zoo_cfg else ServerConfig()
+        if ignored := jvm_others(os.environ, frozenset({JAAS_KEY})):
+            logging.getLogger("zkpy.config").warning(
+                "SERVER_JVMFLAGS/JVMFLAGS: %s: the JVM's (or other software's), no effect in zkpy", " ".join(ignored))
         if not zoo_cfg and (given := as_zoo_cfg(properties).taken({})):
             logging.getLogger("zkpy.config").warning(
                 "SERVER_JVMFLAGS/JVMFLAGS: %s: read with a zoo.cfg only (zkpy server ZOO_CFG), as ZooKeeper runs "

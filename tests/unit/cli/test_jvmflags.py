@@ -89,8 +89,21 @@ def test_flags_without_effect_get_one_warn_line_each_naming_the_flag(
     flags(monkeypatch, "-Dzookeeper.tickTime=100 -Dzookeeper.noSuchKey=1 -Dzookeeper.nio.numSelectorThreads=4 -Xmx1g")
     with caplog.at_level(logging.WARNING, logger="zkpy"):
         _config(cfg(tmp_path), {})  # as the server starts (status and stop are quiet)
-    lines = [r.getMessage() for r in caplog.records if "JVMFLAGS" in r.getMessage()]
+    lines = [r.getMessage() for r in caplog.records if "JVMFLAGS" in r.getMessage() and "the JVM's" not in r.getMessage()]
     assert len(lines) == 3, lines
     assert any("-Dzookeeper.tickTime" in line and "zoo.cfg only" in line for line in lines)
     assert any("-Dzookeeper.noSuchKey" in line for line in lines)
     assert any("-Dzookeeper.nio.numSelectorThreads" in line for line in lines)
+
+
+def test_the_jvms_own_flags_are_named_in_one_warn_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    jaas = tmp_path / "jaas.conf"
+    jaas.write_text("Client { x required; };\n")
+    flags(monkeypatch, "-Xmx1g -XX:+UseG1GC -Dcom.sun.management.jmxremote -Dzookeeper.snapCount=5000 "
+                       f"-Djava.security.auth.login.config={jaas} -Dreadonlymode.enabled=true")
+    with caplog.at_level(logging.WARNING, logger="zkpy"):
+        _config(cfg(tmp_path), {})
+    lines = [r.getMessage() for r in caplog.records if "the JVM's" in r.getMessage()]
+    assert lines == ["SERVER_JVMFLAGS/JVMFLAGS: -Xmx1g -XX:+UseG1GC -Dcom.sun.management.jmxremote: the JVM's "
+                     "(or other software's), no effect in zkpy"]
