@@ -64,12 +64,13 @@ def run_script(server: ServerProcess) -> list[str]:
 
 
 def normalised(lines: list[str]) -> list[str]:
-    """Sorted, without what differs by run (the session id, times, dates): the client prints the
-    commands it issues from one thread and their answers from another, so the two interleave
-    differently from run to run (and a child list comes in a hash set's order on ZooKeeper)."""
+    """Sorted, without what differs by run (the session id, times, dates, blank lines): the client
+    prints the commands it issues from one thread and their answers from another, a piece per
+    fprintf, so the two interleave differently from run to run (a blank line once came out where a
+    piece of another thread's line went), and a child list comes in a hash set's order on ZooKeeper."""
     out = []
     for line in lines:
-        if line.startswith("Got a new session id") or re.match(r"time = \d+ msec", line):
+        if not line.strip() or line.startswith("Got a new session id") or re.match(r"time = \d+ msec", line):
             continue
         out.append(re.sub(r"(ctime|mtime)( = |=).*", r"\1=DATE", line))
     return sorted(out)

@@ -103,7 +103,11 @@ class Workers:
     def wait_all(self, deadline_s: float = 120.0) -> None:
         deadline = time.monotonic() + deadline_s
         for proc in self.procs:
-            proc.wait(max(0.1, deadline - time.monotonic()))
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:  # say what the workers did (their log) before failing
+                raise AssertionError(f"worker {' '.join(map(str, proc.args[3:]))} still running after "
+                                     f"{deadline_s}s; the workers' log:\n" + "\n".join(self.lines())) from None
         assert [p.returncode for p in self.procs if not self._fine(p)] == [], self.lines()
 
     def _fine(self, proc: subprocess.Popen[bytes]) -> bool:

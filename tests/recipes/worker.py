@@ -119,9 +119,11 @@ def consumer(args: argparse.Namespace) -> None:
     while True:
         value = queue.get(timeout=args.idle)
         if value is None:
-            if len(queue) == 0:
+            left = len(queue)
+            if left == 0:
                 break
-            continue  # an entry is claimed by another consumer: it may come back
+            log(args.log, f"waiting {args.name} {left}")  # claimed by another consumer: it may come back
+            continue
         if args.die:
             log(args.log, f"took {args.name} {value.decode()}")
             os._exit(3)
