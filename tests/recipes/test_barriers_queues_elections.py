@@ -179,6 +179,39 @@ def test_locking_queue_take_consume_release(base: tuple[str, str]) -> None:
     run(scenario)
 
 
+def test_a_get_whose_timeout_falls_after_its_claim_leaves_no_stuck_entry(base: tuple[str, str]) -> None:
+    """The timeout of ``get`` cancels it after its claim went out and before the entry was read:
+    the next ``get`` takes that entry (its claim is this session's), where it used to skip it as
+    another consumer's for as long as the session lived (a priority-queue test hung on it)."""
+    hosts, root = base
+
+    async def scenario() -> None:
+        [a] = await clients(hosts, 1)
+        try:
+            queue = AsyncLockingQueue(a, f"{root}/stuck")
+            await queue.put(b"only")
+            real_get = a.get
+            reads = []
+
+            async def slow_get(path: str, *args: object, **kwargs: object) -> object:
+                if path.startswith(queue.entries_path) and not reads:
+                    reads.append(path)
+                    await asyncio.sleep(WAIT_S)  # the entry's read, after the claim: past the timeout
+                return await real_get(path, *args, **kwargs)  # type: ignore[arg-type]
+
+            a.get = slow_get  # type: ignore[method-assign]
+            assert await queue.get(timeout=0.3) is None
+            assert reads and await a.exists(f"{queue.taken_path}/{reads[0].rsplit('/', 1)[1]}") is not None
+            a.get = real_get  # type: ignore[method-assign]
+            assert await queue.get(timeout=WAIT_S) == b"only"
+            assert await queue.consume()
+            assert await queue.size() == 0
+        finally:
+            await close_all([a])
+
+    run(scenario)
+
+
 def test_election_one_leader_announces_and_the_next_takes_over(base: tuple[str, str]) -> None:
     hosts, root = base
 

@@ -206,6 +206,7 @@ class AsyncLockingQueue:
         self._producer = _Producer(client, self.entries_path, retry)
         self._waiter = Waiter(client)
         self.processing_element: tuple[str, bytes] | None = None
+        self._claiming: str | None = None  # an entry whose claim went out and was not settled (see _claim)
         self._ensured = False
 
     async def put(self, value: bytes, priority: int = 100) -> str:
@@ -239,6 +240,9 @@ class AsyncLockingQueue:
         return self.processing_element[1]
 
     async def _take_next(self) -> tuple[str, bytes]:
+        resumed = await self._resume_claim()
+        if resumed is not None:
+            return resumed
         while True:
             self._waiter.check()
             self._waiter.arm()
@@ -253,19 +257,37 @@ class AsyncLockingQueue:
             await self._waiter.wait()
 
     async def _claim(self, name: str) -> bytes | None:
-        """Claim ``name`` for this consumer and read it; None if another consumer has it."""
+        """Claim ``name`` for this consumer and read it; None if another consumer has it.
+        ``_claiming`` names it until settled: a ``get`` whose timeout cancels it after the claim
+        went out leaves the claim, owned by this session, which every later listing would skip
+        as another consumer's (the entry stuck until the session ends); the next get resumes it."""
         claim = f"{self.taken_path}/{name}"
+        self._claiming = name
         try:
             await self.retry(self.client.create, claim, self.id, ephemeral=True)
         except NodeExistsError:
             if not await self._owns(claim):
+                self._claiming = None
                 return None  # (if ours, an earlier try's reply was lost)
         try:
             data, _ = await self.retry(self.client.get, f"{self.entries_path}/{name}")
         except NoNodeError:
             await self._unclaim(claim)  # consumed between our listing and our claim
+            self._claiming = None
             return None
+        self._claiming = None
         return data
+
+    async def _resume_claim(self) -> tuple[str, bytes] | None:
+        """The entry a cancelled ``_claim`` left claimed, if the claim is still ours."""
+        name = self._claiming
+        if name is None:
+            return None
+        if not await self._owns(f"{self.taken_path}/{name}"):
+            self._claiming = None
+            return None
+        data = await self._claim(name)
+        return None if data is None else (name, data)
 
     async def _owns(self, claim: str) -> bool:
         try:
