@@ -408,8 +408,9 @@ def test_a_slow_and_lossy_link_to_the_leader_loses_nothing(bed: NetBed) -> None:
     """Member 1 reaches the leader's quorum port through a proxy that delays every chunk (the
     kernel here has no netem): 150 ms each way, then 600 ms, then 10 % of the chunks lost (each
     comes a retransmission timeout later, as over TCP), then none, under writes and
-    compare-and-sets from every member. The slow follower stays a follower (its round trips stay
-    inside syncLimit) and ends with the same tree."""
+    compare-and-sets from every member. The slow follower stays a follower while only delayed (its
+    round trips stay inside syncLimit); a run of losses may hold a chunk past syncLimit, as over
+    TCP, and the leader may drop it then; either way it ends a follower with the same tree."""
     from zkpy.testing.netbed import ELECTION_PORT, QUORUM_PORT, TESTER
     from zkpy.testing.proxy import TcpProxy
 
@@ -423,7 +424,10 @@ def test_a_slow_and_lossy_link_to_the_leader_loses_nothing(bed: NetBed) -> None:
             counters = start_cas(servers)
             seed = int(time.time())
             print(f"test_netbed: loss seed {seed}")
+            delayed_only = ""
             for ms, percent in ((150, 0), (600, 0), (0, 10), (0, 0)):
+                if percent:
+                    delayed_only = servers[2].log()
                 slow.delay(ms)
                 slow.loss(percent, seed=seed)
                 time.sleep(4)
@@ -432,7 +436,7 @@ def test_a_slow_and_lossy_link_to_the_leader_loses_nothing(bed: NetBed) -> None:
             # member 1 was given another server.3 line: its /zookeeper/config says so
             check_cas(counters, finish(servers, writers, ignore=("/zookeeper/config",)))
             assert server_mode(servers[0]) == "follower"
-            assert "dropping learner connection" not in servers[2].log()
+            assert "dropping learner connection" not in delayed_only
             clean_logs(servers)
         finally:
             cleanup_ensemble(servers)

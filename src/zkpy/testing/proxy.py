@@ -31,7 +31,8 @@ the server, as a proxy, load balancer or sidecar does in front of a server not l
 ``delay(ms)`` holds every chunk that long, each way, keeping the order (a slow link, where the
 kernel has no netem); ``loss(percent, rto_ms)`` loses that share of the chunks as TCP shows a lost
 segment to the programs at both ends: the chunk, and every chunk behind it, arrives a
-retransmission timeout later (doubled for each time the retransmission is lost too),
+retransmission timeout later (doubled for each time the retransmission is lost too, six times at
+most),
 ``retransmitted`` counts them; ``listen_host`` makes it listen on another address than 127.0.0.1 (a test
 bed's own, ``zkpy.testing.netbed``).
 
@@ -59,6 +60,7 @@ CutMode = Literal["reset", "blackhole"]
 
 _T = TypeVar("_T")
 _CHUNK = 65536
+MAX_RETRANSMISSIONS = 6  # a chunk ``loss`` loses is held at most 63 timeouts (its 7th try arrives)
 
 
 def _reset(writer: asyncio.StreamWriter | None) -> None:
@@ -193,8 +195,8 @@ class TcpProxy:
 
     def loss(self, percent: float, rto_ms: float = 200.0, seed: int = 0) -> None:
         """Lose ``percent`` of the chunks from now on, each way, as TCP shows a loss (see the module
-        doc: the chunk and those behind it come ``rto_ms`` later, doubled per repeated loss; 200 ms
-        is Linux's least retransmission timeout), drawn from ``seed``; 0: none."""
+        doc: the chunk and those behind it come ``rto_ms`` later, doubled per repeated loss, six
+        times at most; 200 ms is Linux's least retransmission timeout), drawn from ``seed``; 0: none."""
         if not 0 <= percent < 100:
             raise ValueError(f"loss must be in [0, 100): {percent}")
         self._rng = random.Random(seed)
@@ -205,7 +207,9 @@ class TcpProxy:
         """How long the next chunk is held: the delay, and a retransmission timeout for each time
         it is lost."""
         held, rto = self._delay_s, self._rto_s
-        while self._loss and self._rng.random() < self._loss:
+        for _ in range(MAX_RETRANSMISSIONS):
+            if not (self._loss and self._rng.random() < self._loss):
+                break
             self.retransmitted += 1
             held += rto
             rto *= 2
