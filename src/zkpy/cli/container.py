@@ -26,6 +26,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from zkpy.runtime.osdisk import write_text_atomically
+
 # the official image's ENV defaults (its Dockerfile), by variable
 IMAGE_DEFAULTS = {
     "ZOO_CONF_DIR": "/conf",
@@ -119,18 +121,9 @@ def prepare(environ: Mapping[str, str]) -> Prepared:
     for directory in (conf_dir, data_dir, _var(environ, "ZOO_DATA_LOG_DIR")):
         os.makedirs(directory, exist_ok=True)
     if not os.path.isfile(cfg):
-        _write(cfg, zoo_cfg_text(environ))
+        write_text_atomically(cfg, zoo_cfg_text(environ))
         wrote.append(cfg)
     if not os.path.isfile(myid):
-        _write(myid, myid_text(environ))
+        write_text_atomically(myid, myid_text(environ))
         wrote.append(myid)
     return Prepared(cfg, tuple(wrote))
-
-
-def _write(path: str, text: str) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)

@@ -14,15 +14,7 @@ import os
 
 from zkpy.config import QuorumConfig
 from zkpy.quorum.dynconfig import dynamic_file_name, dynamic_file_text, static_file_text
-
-
-def _write_atomically(path: str, text: str) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+from zkpy.runtime.osdisk import write_text_atomically
 
 
 def write_dynamic_config(quorum: QuorumConfig) -> str:
@@ -31,10 +23,10 @@ def write_dynamic_config(quorum: QuorumConfig) -> str:
     static file at it; the dynamic file's path."""
     static = quorum.static_path
     dynamic = dynamic_file_name(static, quorum.config_version)
-    _write_atomically(dynamic, dynamic_file_text(quorum))
+    write_text_atomically(dynamic, dynamic_file_text(quorum))
     with open(static, encoding="utf-8") as f:
         text = f.read()
     if "dynamicConfigFile" not in text and not os.path.exists(static + ".bak"):
-        _write_atomically(static + ".bak", text)
-    _write_atomically(static, static_file_text(text, dynamic, quorum.me))
+        write_text_atomically(static + ".bak", text)
+    write_text_atomically(static, static_file_text(text, dynamic, quorum.me))
     return dynamic

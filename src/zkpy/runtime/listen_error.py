@@ -6,8 +6,7 @@ name on another port's error."""
 
 from __future__ import annotations
 
-import errno
-import os
+from zkpy.runtime.osdisk import describe_error
 
 
 class ListenError(OSError):
@@ -16,6 +15,4 @@ class ListenError(OSError):
         self.what, self.host, self.port = what, host, port
 
     def __str__(self) -> str:
-        code = self.errno
-        why = f"{os.strerror(code)} ({errno.errorcode.get(code, str(code))})" if code else str(self.strerror)
-        return f"cannot serve {self.what} on {self.host}:{self.port}: {why}"
+        return f"cannot serve {self.what} on {self.host}:{self.port}: {describe_error(OSError(self.errno, self.strerror))}"

@@ -181,6 +181,17 @@ class OsDisk:
             sync_directory(os.path.dirname(path))
 
 
+def write_text_atomically(path: str, text: str) -> None:
+    """``path`` holds ``text`` whole, or what it held before: written to ``path.tmp``, fsynced, renamed
+    over it (a config file, a myid: a reader never sees half of one)."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
 def describe_error(exc: BaseException) -> str:
     """``path: strerror (ENAME)`` for an OSError (never an empty string), ``str(exc)`` or its type otherwise."""
     if isinstance(exc, OSError):

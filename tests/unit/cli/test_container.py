@@ -19,6 +19,7 @@ from zkpy.cli.container import (
 )
 from zkpy.cli.jvmflags import as_zoo_cfg
 from zkpy.cli.zoocfg import load_zoo_cfg
+from zkpy.config import ServerConfig
 
 CASES = Path(__file__).resolve().parents[2] / "fixtures" / "official_image"
 
@@ -52,7 +53,7 @@ def test_files_are_written_only_where_none_is_mounted(tmp_path: Path) -> None:
     assert (tmp_path / "data" / "myid").read_text() == "7\n"
 
 
-def _config(tmp_path: Path, text: str, properties: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+def _config(tmp_path: Path, text: str, properties: dict[str, str] | None = None) -> ServerConfig:
     cfg = tmp_path / "zoo.cfg"
     cfg.write_text(f"dataDir={tmp_path}/data\nclientPort=2181\n{text}", encoding="utf-8")
     return load_zoo_cfg(str(cfg), flags=as_zoo_cfg(properties or {}, CONTAINER_ADDRESSES))
